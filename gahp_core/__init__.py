@@ -1,0 +1,23 @@
+"""gahp_core: a framework for writing GAHP servers.
+
+A backend declares its commands; the core speaks the whole protocol: escaping, the
+return and result lines, RESULTS, async notification, response prefixes and shutdown.
+"""
+
+__version__ = "0.1.0"
+
+from gahp_core.commands import BadRequest, Command, Refused, async_command, sync_command
+from gahp_core.hooks import BackendContext, hookimpl
+from gahp_core.protocol import Version
+
+__all__ = [
+    "BackendContext",
+    "BadRequest",
+    "Command",
+    "Refused",
+    "Version",
+    "__version__",
+    "async_command",
+    "hookimpl",
+    "sync_command",
+]

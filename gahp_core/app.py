@@ -1,0 +1,117 @@
+"""Assemble a server from plugins and run it: the part every console script shares."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import os
+import sys
+from collections.abc import Sequence
+
+import pluggy
+
+from gahp_core import __version__
+from gahp_core.builtins import BuiltinCommands
+from gahp_core.hooks import BackendContext, BackendNotFound, load_backend, plugin_manager
+from gahp_core.logs import REDACTOR, setup_logging
+from gahp_core.protocol import Version
+from gahp_core.server import GahpServer, ServerOptions
+
+log = logging.getLogger("gahp")
+
+
+def add_core_options(parser: argparse.ArgumentParser, log_env: str = "GAHP_LOG") -> None:
+    """The options every GAHP server takes."""
+    g = parser.add_argument_group("server")
+    g.add_argument(
+        "--log",
+        metavar="FILE",
+        default=os.environ.get(log_env) or os.environ.get("GAHP_LOG"),
+        help=f"log file ('-' for stderr; default ${log_env}, else warnings to stderr)",
+    )
+    g.add_argument(
+        "--log-level",
+        default=os.environ.get("GAHP_LOG_LEVEL", "INFO"),
+        choices=["DEBUG", "INFO", "WARNING", "ERROR"],
+        help="log level (default INFO)",
+    )
+    g.add_argument(
+        "--workers",
+        type=int,
+        default=int(os.environ.get("GAHP_WORKERS", "8")),
+        help="threads for blocking work (default 8)",
+    )
+    g.add_argument(
+        "--max-in-flight",
+        type=int,
+        default=int(os.environ.get("GAHP_MAX_IN_FLIGHT", "0")),
+        help="answer 'F Threads limit reached' above this many pending requests (0: no limit)",
+    )
+
+
+def build_server(pm: pluggy.PluginManager, options: argparse.Namespace) -> GahpServer:
+    """Collect every plugin's commands and version into a server."""
+    ref: list[GahpServer] = []
+    pm.register(BuiltinCommands(ref), name="builtins")
+    server_options = ServerOptions(
+        workers=max(1, options.workers), max_in_flight=max(0, options.max_in_flight)
+    )
+    holder: dict[str, GahpServer] = {}
+
+    async def run_in_worker(fn, *args):
+        return await holder["server"].run_in_worker(fn, *args)
+
+    context = BackendContext(
+        options=options,
+        logger=logging.getLogger("gahp.backend"),
+        redact=REDACTOR.add,
+        run_in_worker=run_in_worker,
+    )
+    commands = [c for group in pm.hook.gahp_commands(context=context) for c in group]
+    version = pm.hook.gahp_version() or Version(__version__, "Python GAHP")
+    server = GahpServer(commands, version, server_options, context.shutdown_callbacks)
+    ref.append(server)
+    holder["server"] = server
+    return server
+
+
+def run(pm: pluggy.PluginManager, options: argparse.Namespace) -> int:
+    """Build the server, speak the protocol on stdin/stdout, and exit promptly."""
+    setup_logging(options.log, options.log_level)
+    try:
+        server = build_server(pm, options)
+    except Exception as exc:
+        log.exception("cannot start")
+        print(f"error: cannot start the GAHP server: {exc}", file=sys.stderr)
+        return 2
+    log.info("starting: %s", server.version.banner())
+    code = asyncio.run(server.serve())
+    log.info("stopped")
+    logging.shutdown()
+    return code
+
+
+def exit_now(code: int) -> None:
+    """Exit at once, without waiting for worker threads still blocked in handlers."""
+    try:
+        sys.stdout.flush()
+        sys.stderr.flush()
+    finally:
+        os._exit(code)
+
+
+def main_for_backend(name: str, argv: Sequence[str] | None = None, prog: str | None = None) -> None:
+    """Entry point of a backend's own console script (e.g. ``boinc-gahp``)."""
+    pm = plugin_manager()
+    try:
+        load_backend(pm, name)
+    except BackendNotFound as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        raise SystemExit(2) from exc
+    parser = argparse.ArgumentParser(prog=prog, description=f"GAHP server: {name} backend")
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
+    add_core_options(parser)
+    pm.hook.gahp_add_options(parser=parser)
+    options = parser.parse_args(argv)
+    exit_now(run(pm, options))

@@ -1,0 +1,102 @@
+"""How a backend declares a command: name, arguments, synchronous or asynchronous, handler."""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any
+
+import attrs
+
+
+class BadRequest(Exception):
+    """Raised by an argument parser or synchronous handler: answered with an ``E`` line."""
+
+
+class Refused(Exception):
+    """Raised by a synchronous handler: answered with an ``F`` line."""
+
+
+Fields = Sequence[str]
+Parser = Callable[[Sequence[str]], Any]
+Handler = Callable[[Any], "Fields | Awaitable[Fields]"]
+
+
+def _default_error(message: str) -> Fields:
+    return (message,)
+
+
+def _check_nargs(instance: Command, attribute: attrs.Attribute, value: object) -> None:
+    if value is None:
+        return
+    lo, hi = value if isinstance(value, tuple) else (value, value)
+    if lo < 0 or (hi is not None and hi < lo):
+        raise ValueError(f"{instance.name}: bad nargs {value!r}")
+
+
+@attrs.frozen
+class Command:
+    """A command a backend contributes.
+
+    ``nargs`` counts the arguments after the command code (and after the request id
+    of an asynchronous command): an int, a ``(min, max)`` pair with ``max`` None for
+    no limit, or None for any. ``parse`` runs when the request arrives, before the
+    return line: it validates (raise :class:`BadRequest` for an ``E``) and captures
+    whatever state the request must use, and its value is what the handler gets
+    (the argument tuple when there is no parser).
+
+    A synchronous command's handler runs at once on the event loop and returns the
+    fields of its ``S`` return line. An asynchronous command's handler produces the
+    fields of its result line (after the request id): a coroutine function runs on
+    the event loop, a plain function in the worker pool. If it raises, the result is
+    ``error_result(message)``.
+    """
+
+    name: str = attrs.field(converter=str.upper)
+    handler: Handler
+    asynchronous: bool = True
+    nargs: int | tuple[int, int | None] | None = attrs.field(default=None, validator=_check_nargs)
+    parse: Parser | None = None
+    error_result: Callable[[str], Fields] = _default_error
+
+    @property
+    def is_coroutine(self) -> bool:
+        """Whether the handler runs on the event loop rather than in the worker pool."""
+        return inspect.iscoroutinefunction(self.handler)
+
+    def accepts(self, count: int) -> bool:
+        """Whether ``count`` arguments fit ``nargs``."""
+        if self.nargs is None:
+            return True
+        lo, hi = self.nargs if isinstance(self.nargs, tuple) else (self.nargs, self.nargs)
+        return count >= lo and (hi is None or count <= hi)
+
+
+def sync_command(name: str, nargs: int | tuple[int, int | None] | None = None):
+    """Decorator: declare a synchronous command from a handler function."""
+
+    def wrap(fn: Handler) -> Command:
+        return Command(name=name, handler=fn, asynchronous=False, nargs=nargs)
+
+    return wrap
+
+
+def async_command(
+    name: str,
+    nargs: int | tuple[int, int | None] | None = None,
+    parse: Parser | None = None,
+    error_result: Callable[[str], Fields] = _default_error,
+):
+    """Decorator: declare an asynchronous command (request id first) from a handler."""
+
+    def wrap(fn: Handler) -> Command:
+        return Command(
+            name=name,
+            handler=fn,
+            asynchronous=True,
+            nargs=nargs,
+            parse=parse,
+            error_result=error_result,
+        )
+
+    return wrap

@@ -1,0 +1,93 @@
+"""Pluggy hook specifications and the plugin manager that finds backends.
+
+A backend is a module (or object) implementing these hooks, installed under the
+entry-point group ``gahp.backends``; the entry point's name is the backend's name.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import importlib.metadata
+import logging
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any
+
+import attrs
+import pluggy
+
+from gahp_core.commands import Command
+from gahp_core.protocol import Version
+
+PROJECT_NAME = "gahp"
+ENTRY_POINT_GROUP = "gahp.backends"
+
+hookspec = pluggy.HookspecMarker(PROJECT_NAME)
+hookimpl = pluggy.HookimplMarker(PROJECT_NAME)
+
+
+@attrs.define
+class BackendContext:
+    """What the runtime offers a backend when it asks for its commands."""
+
+    options: argparse.Namespace
+    logger: logging.Logger
+    redact: Callable[[str], None]
+    """Register a secret: it is masked in every log line from then on."""
+    run_in_worker: Callable[..., Awaitable[Any]]
+    """``await run_in_worker(fn, *args)``: run blocking work in the bounded worker pool."""
+    shutdown_callbacks: list[Callable[[], Any]] = attrs.field(factory=list)
+
+    def on_shutdown(self, callback: Callable[[], Any]) -> None:
+        """Call ``callback`` (a function or coroutine function) when the server stops."""
+        self.shutdown_callbacks.append(callback)
+
+
+class GahpSpec:
+    """The hooks a backend implements (all optional but ``gahp_commands``)."""
+
+    @hookspec(firstresult=True)
+    def gahp_version(self) -> Version | None:
+        """The version for the banner and VERSION."""
+
+    @hookspec
+    def gahp_add_options(self, parser: argparse.ArgumentParser) -> None:
+        """Add the backend's command-line options (configuration) to ``parser``."""
+
+    @hookspec
+    def gahp_commands(self, context: BackendContext) -> Sequence[Command]:
+        """The commands the backend contributes, bound to its state."""
+
+
+def plugin_manager() -> pluggy.PluginManager:
+    """A plugin manager with the GAHP hook specifications and nothing registered."""
+    pm = pluggy.PluginManager(PROJECT_NAME)
+    pm.add_hookspecs(GahpSpec)
+    return pm
+
+
+def available_backends() -> dict[str, importlib.metadata.EntryPoint]:
+    """Installed backends by name, from the ``gahp.backends`` entry-point group."""
+    return {ep.name: ep for ep in importlib.metadata.entry_points(group=ENTRY_POINT_GROUP)}
+
+
+class BackendNotFound(LookupError):
+    """No installed backend or importable module of that name."""
+
+
+def load_backend(pm: pluggy.PluginManager, name: str) -> object:
+    """Register backend ``name``: an installed entry point, or ``module:`` prefix for a module."""
+    if name.startswith("module:"):
+        module_name = name.removeprefix("module:")
+        try:
+            plugin = importlib.import_module(module_name)
+        except ImportError as exc:
+            raise BackendNotFound(f"cannot import backend module {module_name}: {exc}") from exc
+    else:
+        eps = available_backends()
+        if name not in eps:
+            known = ", ".join(sorted(eps)) or "none"
+            raise BackendNotFound(f"no backend named {name!r} (installed: {known})")
+        plugin = eps[name].load()
+    pm.register(plugin, name=name)
+    return plugin

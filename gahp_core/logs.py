@@ -1,0 +1,82 @@
+"""Logging for GAHP servers: to a file or stderr, never stdout, with secrets redacted."""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+import threading
+from pathlib import Path
+
+REDACTED = "***"
+
+
+class Redactor(logging.Filter):
+    """A logging filter that replaces every registered secret by ``***``."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._secrets: set[str] = set()
+        self._lock = threading.Lock()
+
+    def add(self, secret: str) -> None:
+        """Register a secret (ignored when shorter than 4 characters: too common to mask)."""
+        if secret and len(secret) >= 4:
+            with self._lock:
+                self._secrets.add(secret)
+
+    def redact(self, text: str) -> str:
+        """Return ``text`` with every registered secret masked."""
+        for secret in self._secrets:
+            if secret in text:
+                text = text.replace(secret, REDACTED)
+        return text
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if self._secrets:
+            message = self.redact(record.getMessage())
+            record.msg, record.args = message, None
+            if record.exc_info and not record.exc_text:
+                record.exc_text = logging.Formatter().formatException(record.exc_info)
+            if record.exc_text:
+                record.exc_text = self.redact(record.exc_text)
+        return True
+
+
+REDACTOR = Redactor()
+"""The process-wide redactor every handler set up by :func:`setup_logging` uses."""
+
+
+def setup_logging(
+    path: str | os.PathLike[str] | None, level: str = "INFO", stderr_default: bool = True
+) -> logging.Logger:
+    """Configure the ``gahp`` logger hierarchy.
+
+    With ``path`` logs go to that file; ``"-"`` or ``"stderr"`` means stderr; with no
+    path, warnings go to stderr when ``stderr_default`` is set, else nowhere.
+    Standard output is never used: it carries the protocol.
+    """
+    root = logging.getLogger()
+    for h in list(root.handlers):
+        root.removeHandler(h)
+    fmt = logging.Formatter("%(asctime)s %(process)d %(name)s %(levelname)s %(message)s")
+    if path in ("-", "stderr"):
+        handler: logging.Handler = logging.StreamHandler(sys.stderr)
+    elif path:
+        p = Path(path)
+        p.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(p, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+        handler = logging.StreamHandler(os.fdopen(fd, "a", encoding="utf-8", errors="replace"))
+    elif stderr_default:
+        handler = logging.StreamHandler(sys.stderr)
+        level = "WARNING"
+    else:
+        handler = logging.NullHandler()
+    handler.setFormatter(fmt)
+    handler.addFilter(REDACTOR)
+    root.addHandler(handler)
+    root.setLevel(level.upper() if isinstance(level, str) else level)
+    # Libraries are chatty at DEBUG; their lines can carry URLs with secrets too.
+    for noisy in ("httpx", "httpcore", "hpack", "asyncio"):
+        logging.getLogger(noisy).setLevel(max(logging.WARNING, root.level))
+    return logging.getLogger("gahp")
