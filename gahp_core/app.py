@@ -101,7 +101,12 @@ def exit_now(code: int) -> None:
         os._exit(code)
 
 
-def main_for_backend(name: str, argv: Sequence[str] | None = None, prog: str | None = None) -> None:
+def main_for_backend(
+    name: str,
+    argv: Sequence[str] | None = None,
+    prog: str | None = None,
+    log_env: str = "GAHP_LOG",
+) -> None:
     """Entry point of a backend's own console script (e.g. ``boinc-gahp``)."""
     pm = plugin_manager()
     try:
@@ -111,7 +116,7 @@ def main_for_backend(name: str, argv: Sequence[str] | None = None, prog: str | N
         raise SystemExit(2) from exc
     parser = argparse.ArgumentParser(prog=prog, description=f"GAHP server: {name} backend")
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
-    add_core_options(parser)
+    add_core_options(parser, log_env)
     pm.hook.gahp_add_options(parser=parser)
     options = parser.parse_args(argv)
     exit_now(run(pm, options))

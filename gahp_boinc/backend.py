@@ -1,0 +1,293 @@
+"""The BOINC backend: the BOINC_* commands as a gahp_core plugin.
+
+Every asynchronous command captures, when it arrives, the project selected at that
+moment, so one process serves many projects and accounts in any interleaving.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+from collections.abc import Sequence
+
+from gahp_boinc import __version__
+from gahp_boinc.config import BoincConfig, load_config
+from gahp_boinc.outputs import FetchRequest, OutputError, fetch_output
+from gahp_boinc.replies import RpcError
+from gahp_boinc.rpc import BoincRpc, JobParams, Project
+from gahp_boinc.staging import Md5Cache, StagingError
+from gahp_boinc.submit import JobSpec, SubmitRequest, submit
+from gahp_core import BackendContext, BadRequest, Command, Version, hookimpl
+
+log = logging.getLogger("gahp.boinc")
+
+NULL = "NULL"
+
+
+@hookimpl
+def gahp_version() -> Version:
+    return Version(__version__, "Python BOINC GAHP")
+
+
+@hookimpl
+def gahp_add_options(parser: argparse.ArgumentParser) -> None:
+    g = parser.add_argument_group("BOINC")
+    g.add_argument(
+        "--config", metavar="FILE", help="TOML configuration file (default $BOINC_GAHP_CONFIG)"
+    )
+    g.add_argument(
+        "--project-url",
+        help="default project URL, used until BOINC_SELECT_PROJECT (default $BOINC_PROJECT_URL)",
+    )
+    g.add_argument(
+        "--authenticator-file",
+        metavar="FILE",
+        help="file holding the default project's authenticator (default $BOINC_AUTHENTICATOR_FILE)",
+    )
+    g.add_argument("--timeout", type=float, help="HTTP timeout in seconds (default 60)")
+    g.add_argument(
+        "--retries",
+        type=int,
+        help="retries of an idempotent RPC after a transport error or HTTP 502/503/504 (default 4)",
+    )
+    g.add_argument("--ca-bundle", metavar="FILE", help="CA certificates for https projects")
+    g.add_argument(
+        "--insecure",
+        action="store_true",
+        default=None,
+        help="do not verify TLS certificates (not for production)",
+    )
+
+
+def _bad(msg: str) -> BadRequest:
+    return BadRequest(msg)
+
+
+def _count(text: str, what: str) -> int:
+    if not text.isdigit():
+        raise _bad(f"{what} is not a count: {text!r}")
+    return int(text)
+
+
+def _number_or_null(text: str, what: str) -> float | None:
+    if text == NULL:
+        return None
+    try:
+        return float(text)
+    except ValueError:
+        raise _bad(f"{what} is not a number: {text!r}") from None
+
+
+class BoincBackend:
+    """State shared by the commands: the selected project, the RPC client, the MD5 cache."""
+
+    def __init__(self, config: BoincConfig, context: BackendContext) -> None:
+        self.config = config
+        self.context = context
+        self.project: Project | None = config.default_project()
+        if self.project is not None:
+            context.redact(self.project.authenticator)
+        self.rpc = BoincRpc(
+            BoincRpc.make_client(config.timeout, config.verify), max_tries=1 + config.retries
+        )
+        self.md5 = Md5Cache()
+        context.on_shutdown(self.rpc.client.aclose)
+
+    # ---- parsers: run when the request arrives ----------------------------------------------
+
+    def _current(self) -> Project | None:
+        return self.project
+
+    def parse_simple(self, args: Sequence[str]) -> tuple[Project | None, tuple[str, ...]]:
+        return self._current(), tuple(args)
+
+    def parse_lease(self, args: Sequence[str]) -> tuple[Project | None, tuple[str, ...]]:
+        _number_or_null(args[1], "lease time")
+        if args[1] == NULL:
+            raise _bad("lease time is required")
+        return self._current(), tuple(args)
+
+    def parse_submit(self, args: Sequence[str]) -> tuple[Project | None, SubmitRequest | None]:
+        if len(args) < 3:
+            raise _bad("BOINC_SUBMIT needs batch, app and job count")
+        batch, app = args[0], args[1]
+        njobs = _count(args[2], "job count")
+        i = 3
+        jobs = []
+        names = set()
+        try:
+            for _ in range(njobs):
+                name = args[i]
+                nargs = _count(args[i + 1], f"argument count of job {name}")
+                job_args = tuple(args[i + 2 : i + 2 + nargs])
+                if len(job_args) != nargs:
+                    raise IndexError
+                i += 2 + nargs
+                nfiles = _count(args[i], f"input file count of job {name}")
+                i += 1
+                files = []
+                for _ in range(nfiles):
+                    files.append((args[i], args[i + 1]))
+                    i += 2
+                if name in names:
+                    raise _bad(f"job name {name} appears twice")
+                names.add(name)
+                jobs.append(JobSpec(name=name, args=job_args, inputs=tuple(files)))
+        except IndexError:
+            raise _bad("BOINC_SUBMIT arguments end before the jobs it announces") from None
+        rest = args[i:]
+        params = JobParams()
+        if len(rest) == 6:
+            vals = [_number_or_null(v, "job parameter") for v in rest]
+            params = JobParams(
+                rsc_fpops_est=vals[0],
+                rsc_fpops_bound=vals[1],
+                rsc_memory_bound=vals[2],
+                rsc_disk_bound=vals[3],
+                delay_bound=vals[4],
+                app_version_num=int(vals[5]) if vals[5] is not None else None,
+            )
+        elif rest:
+            raise _bad(f"BOINC_SUBMIT has {len(rest)} arguments after its jobs (0 or 6 expected)")
+        project = self._current()
+        if project is None:
+            return None, None
+        return project, SubmitRequest(
+            project=project, batch=batch, app=app, jobs=tuple(jobs), params=params
+        )
+
+    def parse_query(self, args: Sequence[str]) -> tuple[Project | None, tuple[str, ...]]:
+        min_mod_time = args[0]
+        try:
+            float(min_mod_time)
+        except ValueError:
+            raise _bad(f"min_mod_time is not a number: {min_mod_time!r}") from None
+        n = _count(args[1], "batch count")
+        if len(args) != 2 + n:
+            raise _bad(f"batch count {n} does not match the {len(args) - 2} batch names given")
+        return self._current(), tuple(args)
+
+    def parse_fetch(self, args: Sequence[str]) -> tuple[Project | None, FetchRequest | None]:
+        job, iwd, stderr_file, mode = args[0], args[1], args[2], args[3].upper()
+        if mode not in ("ALL", "SOME"):
+            raise _bad(f"mode must be ALL or SOME, not {args[3]!r}")
+        n = _count(args[4], "file spec count")
+        if len(args) != 5 + 2 * n:
+            raise _bad(f"file spec count {n} does not match the {len(args) - 5} names given")
+        specs = tuple((args[5 + 2 * k], args[6 + 2 * k]) for k in range(n))
+        project = self._current()
+        if project is None:
+            return None, None
+        return project, FetchRequest(
+            project=project, job=job, iwd=iwd, stderr_file=stderr_file, mode=mode, specs=specs
+        )
+
+    # ---- handlers: coroutines on the event loop ---------------------------------------------
+
+    def select_project(self, args: Sequence[str]) -> tuple[str, ...]:
+        url, auth = args
+        if not url.startswith(("http://", "https://")) or url == NULL:
+            raise _bad(f"project URL must start with http:// or https://: {url!r}")
+        if not auth or auth == NULL:
+            raise _bad("an authenticator is required")
+        if not url.endswith("/"):
+            url += "/"
+        self.context.redact(auth)
+        self.project = Project(url=url, authenticator=auth)
+        log.info("selected project %s", url)
+        return ()
+
+    async def ping(self, parsed) -> tuple[str, ...]:
+        project, _ = parsed
+        await self.rpc.ping(_need(project))
+        return (NULL,)
+
+    async def submit(self, parsed) -> tuple[str, ...]:
+        project, req = parsed
+        _need(project)
+        await submit(self.rpc, req, self.md5, self.context.run_in_worker, self.config.lease_seconds)
+        return (NULL,)
+
+    async def query_batches(self, parsed) -> tuple[str, ...]:
+        project, args = parsed
+        min_mod_time, names = args[0], list(args[2:])
+        server_time, batches = await self.rpc.query_batch2(_need(project), names, min_mod_time)
+        fields = [NULL, server_time]
+        for jobs in batches:
+            fields.append(str(len(jobs)))
+            for name, status in jobs:
+                fields += (name, status)
+        return tuple(fields)
+
+    async def fetch_output(self, parsed) -> tuple[str, ...]:
+        project, req = parsed
+        _need(project)
+        done = await fetch_output(self.rpc, req)
+        return (NULL, str(done.exit_status), f"{done.elapsed_time:f}", f"{done.cpu_time:f}")
+
+    async def abort_jobs(self, parsed) -> tuple[str, ...]:
+        project, jobs = parsed
+        await self.rpc.abort_jobs(_need(project), jobs)
+        return (NULL,)
+
+    async def retire_batch(self, parsed) -> tuple[str, ...]:
+        project, (batch,) = parsed
+        await self.rpc.retire_batch(_need(project), batch)
+        return (NULL,)
+
+    async def set_lease(self, parsed) -> tuple[str, ...]:
+        project, (batch, when) = parsed
+        await self.rpc.set_expire_time(_need(project), batch, float(when))
+        return (NULL,)
+
+    def commands(self) -> list[Command]:
+        def cmd(name: str, handler, nargs, parse) -> Command:
+            return Command(name=name, handler=_guard(handler), nargs=nargs, parse=parse)
+
+        return [
+            Command("BOINC_SELECT_PROJECT", self.select_project, asynchronous=False, nargs=2),
+            cmd("BOINC_PING", self.ping, 0, self.parse_simple),
+            cmd("BOINC_SUBMIT", self.submit, (3, None), self.parse_submit),
+            cmd("BOINC_QUERY_BATCHES", self.query_batches, (2, None), self.parse_query),
+            cmd("BOINC_FETCH_OUTPUT", self.fetch_output, (5, None), self.parse_fetch),
+            cmd("BOINC_ABORT_JOBS", self.abort_jobs, (1, None), self.parse_simple),
+            cmd("BOINC_RETIRE_BATCH", self.retire_batch, 1, self.parse_simple),
+            cmd("BOINC_SET_LEASE", self.set_lease, 2, self.parse_lease),
+        ]
+
+
+class NoProject(Exception):
+    """An asynchronous command arrived before any project was selected."""
+
+
+def _need(project: Project | None) -> Project:
+    if project is None:
+        raise NoProject(
+            "no project selected: send BOINC_SELECT_PROJECT first (or configure a default project)"
+        )
+    return project
+
+
+def _guard(handler):
+    """Turn the expected failures into one-line error messages (the error result)."""
+
+    async def run(parsed):
+        try:
+            return await handler(parsed)
+        except (RpcError, StagingError, OutputError, NoProject) as exc:
+            raise _Reported(str(exc)) from None
+        except OSError as exc:
+            raise _Reported(f"local file error: {exc}") from None
+
+    run.__name__ = getattr(handler, "__name__", "handler")
+    return run
+
+
+class _Reported(Exception):
+    """An error already phrased for the client."""
+
+
+@hookimpl
+def gahp_commands(context: BackendContext) -> list[Command]:
+    config = load_config(context.options)
+    return BoincBackend(config, context).commands()

@@ -1,0 +1,150 @@
+"""BOINC_FETCH_OUTPUT: stderr, output files and renames, written safely into place."""
+
+from __future__ import annotations
+
+import logging
+import os
+import random
+import shutil
+import zipfile
+from pathlib import Path
+
+import attrs
+
+from gahp_boinc.replies import RpcError
+from gahp_boinc.rpc import BoincRpc, CompletedJob, Project
+
+log = logging.getLogger("gahp.boinc.outputs")
+
+
+class OutputError(Exception):
+    """A local problem placing outputs (bad destination, unsafe name)."""
+
+
+@attrs.frozen
+class FetchRequest:
+    """A parsed BOINC_FETCH_OUTPUT, with the project it was issued for."""
+
+    project: Project
+    job: str
+    iwd: str
+    stderr_file: str
+    mode: str  # "ALL" or "SOME"
+    specs: tuple[tuple[str, str], ...]
+
+
+def resolve(iwd: Path, name: str) -> Path:
+    """A destination: absolute as given, else relative to ``iwd``."""
+    p = Path(name)
+    return p if p.is_absolute() else iwd / p
+
+
+def _discard(path: Path) -> bool:
+    return str(path) == os.devnull
+
+
+def safe_logical_name(name: str) -> str:
+    """A logical output name from the server, refused if it could escape the directory."""
+    if not name or name in (".", "..") or "/" in name or "\\" in name or "\0" in name:
+        raise OutputError(f"unsafe output file name from the server: {name!r}")
+    return name
+
+
+def write_atomic(dest: Path, data: bytes) -> None:
+    """Write ``data`` to ``dest`` through a temporary file and a rename."""
+    if _discard(dest):
+        return
+    if not dest.parent.is_dir():
+        raise OutputError(f"directory {dest.parent} does not exist")
+    tmp = dest.with_name(f".{dest.name}.part-{os.getpid()}-{random.getrandbits(32):08x}")
+    try:
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+        os.replace(tmp, dest)
+    finally:
+        if tmp.exists():
+            tmp.unlink()
+
+
+async def fetch_output(rpc: BoincRpc, req: FetchRequest) -> CompletedJob:
+    """Fetch what BOINC_FETCH_OUTPUT asks for; return the job's outcome."""
+    iwd = Path(req.iwd)
+    if not iwd.is_dir():
+        raise OutputError(f"output directory {iwd} does not exist")
+    done = await rpc.query_completed_job(req.project, req.job)
+    write_atomic(resolve(iwd, req.stderr_file), done.stderr.encode("utf-8", "replace"))
+    if done.canonical_resultid == 0:
+        # A failed job: its exit status and stderr are all there is.
+        return done
+    renames = {src: resolve(iwd, dst) for src, dst in req.specs}
+    wanted = set(renames)
+    if req.mode == "SOME" and not wanted:
+        return done
+    templates = await rpc.get_templates(req.project, job_name=req.job)
+    names = [safe_logical_name(n) for n in templates.output_names]
+    unknown = wanted - set(names)
+    zipped = len(names) == 1 and names[0].lower().endswith(".zip")
+    if unknown and not zipped:
+        raise OutputError(
+            f"job {req.job} has no output file named {', '.join(sorted(unknown))} "
+            f"(outputs: {', '.join(names) or 'none'})"
+        )
+    if zipped and names[0] not in wanted:
+        await _fetch_zip(rpc, req, iwd, names[0], renames)
+        return done
+    for i, name in enumerate(names):
+        if req.mode == "SOME" and name not in wanted:
+            continue
+        dest = renames.get(name, iwd / name)
+        if _discard(dest):
+            continue
+        if not dest.parent.is_dir():
+            raise OutputError(f"directory {dest.parent} does not exist")
+        await rpc.download_output(req.project, req.job, i, dest)
+    return done
+
+
+async def _fetch_zip(
+    rpc: BoincRpc, req: FetchRequest, iwd: Path, zip_name: str, renames: dict[str, Path]
+) -> None:
+    """The only output is a zip archive: unpack it into ``iwd``, then apply the renames."""
+    tmp = iwd / f".{zip_name}.download-{os.getpid()}-{random.getrandbits(32):08x}"
+    try:
+        await rpc.download_output(req.project, req.job, 0, tmp)
+        try:
+            with zipfile.ZipFile(tmp) as zf:
+                members = [m for m in zf.infolist() if not m.is_dir()]
+                for m in members:
+                    name = m.filename
+                    target = (iwd / name).resolve()
+                    if (
+                        Path(name).is_absolute()
+                        or ".." in Path(name).parts
+                        or not _inside(target, iwd.resolve())
+                    ):
+                        raise OutputError(f"unsafe path in output archive: {name!r}")
+                for m in members:
+                    if req.mode == "SOME" and m.filename not in renames:
+                        continue
+                    dest = renames.get(m.filename, iwd / m.filename)
+                    if _discard(dest):
+                        continue
+                    dest.parent.mkdir(parents=True, exist_ok=True)
+                    part = dest.with_name(f".{dest.name}.part-{os.getpid()}")
+                    with zf.open(m) as src, open(part, "wb") as out:
+                        shutil.copyfileobj(src, out)
+                    os.replace(part, dest)
+        except zipfile.BadZipFile:
+            raise RpcError(f"output archive {zip_name} of {req.job} is not a valid zip") from None
+    finally:
+        if tmp.exists():
+            tmp.unlink()
+
+
+def _inside(path: Path, root: Path) -> bool:
+    try:
+        path.relative_to(root)
+    except ValueError:
+        return False
+    return True

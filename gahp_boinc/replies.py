@@ -1,0 +1,148 @@
+"""Reading BOINC server replies tolerantly (pure functions, no I/O).
+
+The reference server declares ISO-8859-1 over UTF-8 text, writes error messages without
+XML escaping, emits the malformed ``<aborted J>`` element in abort_jobs replies, and on
+PHP 8 answers some requests with HTTP 500 and a truncated body. Everything here turns
+such bytes into data or a clear :class:`RpcError`, never an unhandled exception.
+"""
+
+from __future__ import annotations
+
+import html
+import re
+from typing import Any
+from xml.parsers.expat import ExpatError
+
+import xmltodict
+
+
+class RpcError(Exception):
+    """A BOINC RPC failed: server error, HTTP failure, unreadable reply or timeout."""
+
+    def __init__(self, message: str, *, code: int | None = None, retryable: bool = False) -> None:
+        super().__init__(message)
+        self.code = code
+        self.retryable = retryable
+
+
+_DECL = re.compile(rb"^\s*<\?xml[^>]*\?>\s*")
+_ABORTED = re.compile(rb"<aborted [^>]*>")
+_ERROR_BLOCK = re.compile(
+    rb"<error>\s*<error_num>\s*(-?\d+)\s*</error_num>\s*<error_msg>(.*?)</error_msg>", re.S
+)
+_TAG_VALUE = re.compile(rb"<(\w+)>([^<]*)</\1>")
+
+
+def decode_text(raw: bytes) -> str:
+    """Decode reply text: UTF-8 whatever the declaration says, Latin-1 if it is not UTF-8."""
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError:
+        return raw.decode("latin-1")
+
+
+def top_level_error(body: bytes, command: str) -> RpcError | None:
+    """The ``<error>`` of a reply when it stands at the top level (or alone) with a non-zero code.
+
+    An ``<error>`` nested deeper (query_batch puts one in each failed ``<job>``) is data.
+    """
+    stripped = _DECL.sub(b"", body, count=1).lstrip()
+    open_tag = f"<{command}>".encode()
+    inner = stripped[len(open_tag) :].lstrip() if stripped.startswith(open_tag) else stripped
+    if not inner.startswith(b"<error>"):
+        return None
+    m = _ERROR_BLOCK.match(inner)
+    if not m:
+        return RpcError(f"{command}: unreadable error reply")
+    code = int(m.group(1))
+    if code == 0:
+        return None
+    message = decode_text(m.group(2)).strip() or "unknown error"
+    return RpcError(message, code=code)
+
+
+def parse_reply(body: bytes, command: str) -> dict[str, Any]:
+    """Parse a submit RPC reply into the dict under ``<command>`` (empty dict for ``<x/>``).
+
+    Raises :class:`RpcError` for a server-reported error or a body that is not a reply.
+    """
+    err = top_level_error(body, command)
+    if err is not None:
+        raise err
+    text = _ABORTED.sub(b"", _DECL.sub(b"", body, count=1))
+    try:
+        doc = xmltodict.parse(decode_text(text), force_list=_LISTS)
+    except ExpatError as exc:
+        snippet = decode_text(body[:200]).strip().replace("\n", " ")
+        raise RpcError(f"{command}: malformed reply from server ({exc}): {snippet}") from None
+    if not isinstance(doc, dict) or command not in doc:
+        if isinstance(doc, dict) and "success" in doc:  # retire_batch, set_expire_time
+            return doc
+        found = next(iter(doc), "nothing") if isinstance(doc, dict) else "nothing"
+        raise RpcError(f"{command}: unexpected reply <{found}>")
+    return doc[command] or {}
+
+
+_LISTS = ("job", "file", "file_info", "file_ref", "batch", "phys_name")
+
+
+def parse_query_batch2(body: bytes) -> tuple[str, list[list[tuple[str, str]]]]:
+    """query_batch2: the server time and, per requested batch in order, its (job, status) pairs.
+
+    The reply interleaves ``<batch_size>`` and ``<job>`` elements, so it is read in
+    document order (streaming: large batches stay cheap).
+    """
+    err = top_level_error(body, "query_batch2")
+    if err is not None:
+        raise err
+    server_time = ""
+    batches: list[list[tuple[str, str]]] = []
+    sizes: list[int] = []
+
+    def item(path: list[tuple[str, Any]], value: Any) -> bool:
+        nonlocal server_time
+        tag = path[-1][0]
+        if tag == "server_time":
+            server_time = (value or "").strip()
+        elif tag == "batch_size":
+            sizes.append(int((value or "0").strip()))
+            batches.append([])
+        elif tag == "job":
+            if not batches:
+                raise RpcError("query_batch2: job before batch_size in reply")
+            v = value or {}
+            batches[-1].append(((v.get("job_name") or "").strip(), (v.get("status") or "").strip()))
+        return True
+
+    text = _DECL.sub(b"", body, count=1)
+    try:
+        xmltodict.parse(decode_text(text), item_depth=2, item_callback=item)
+    except ExpatError as exc:
+        raise RpcError(f"query_batch2: malformed reply from server ({exc})") from None
+    except ValueError as exc:
+        raise RpcError(f"query_batch2: malformed reply from server ({exc})") from None
+    if not server_time:
+        raise RpcError("query_batch2: reply without server_time")
+    for size, jobs in zip(sizes, batches, strict=True):
+        if size != len(jobs):
+            raise RpcError(f"query_batch2: batch_size {size} but {len(jobs)} jobs in reply")
+    return server_time, batches
+
+
+def partial_fields(body: bytes) -> dict[str, str]:
+    """Simple ``<tag>value</tag>`` pairs from a truncated body (best effort)."""
+    return {m.group(1).decode(): decode_text(m.group(2)).strip() for m in _TAG_VALUE.finditer(body)}
+
+
+def clean_stderr(text: str | None) -> str:
+    """The stderr text of query_completed_job: HTML-unescaped and stripped of padding."""
+    if not text:
+        return ""
+    return html.unescape(text).strip() + "\n"
+
+
+def as_list(value: Any) -> list[Any]:
+    """xmltodict gives one element as a value and several as a list: always a list."""
+    if value is None:
+        return []
+    return value if isinstance(value, list) else [value]

@@ -1,0 +1,524 @@
+"""The BOINC remote job submission RPCs over HTTP (httpx), as a real project serves them.
+
+One :class:`BoincRpc` owns one ``httpx.AsyncClient`` (connection pool, timeouts, TLS
+verification) and serves every project: each call names the :class:`Project` it is for.
+Idempotent RPCs are retried with backoff on transport errors and 502/503/504 (honouring
+Retry-After) within a deadline; the others are sent once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import random
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote
+from xml.sax.saxutils import escape as xml_escape
+
+import attrs
+import httpx
+
+from gahp_boinc.replies import (
+    RpcError,
+    as_list,
+    clean_stderr,
+    decode_text,
+    parse_query_batch2,
+    parse_reply,
+    partial_fields,
+    top_level_error,
+)
+
+log = logging.getLogger("gahp.boinc.rpc")
+
+USER_AGENT = "gahp-boinc (BOINC Condor adapter)"
+MAX_FILES_PER_UPLOAD = 20
+"""PHP's default max_file_uploads on the project server."""
+MAX_BYTES_PER_UPLOAD = 6 * 1024 * 1024
+"""Stay under PHP's default post_max_size (8 MB) with room for the request part."""
+
+
+@attrs.frozen
+class Project:
+    """A BOINC project URL (ending in ``/``) and the account's authenticator."""
+
+    url: str
+    authenticator: str = attrs.field(repr=False)
+
+    def endpoint(self, page: str) -> str:
+        return self.url + page
+
+
+@attrs.frozen
+class Templates:
+    """What the GAHP needs from an application's templates."""
+
+    n_inputs: int
+    output_names: tuple[str, ...]
+
+
+@attrs.frozen
+class CompletedJob:
+    """query_completed_job: the outcome of a job's canonical (or failed) instance."""
+
+    exit_status: int
+    elapsed_time: float
+    cpu_time: float
+    stderr: str
+    error_mask: int = 0
+    canonical_resultid: int = 0
+
+
+@attrs.frozen
+class JobInput:
+    """A BOINC job for submit_batch: name, command line, physical names of its inputs."""
+
+    name: str
+    command_line: str
+    inputs: tuple[str, ...]
+
+
+@attrs.frozen
+class JobParams:
+    """Optional job parameters sent with submit_batch (None: server default)."""
+
+    rsc_fpops_est: float | None = None
+    rsc_fpops_bound: float | None = None
+    rsc_memory_bound: float | None = None
+    rsc_disk_bound: float | None = None
+    delay_bound: float | None = None
+    app_version_num: int | None = None
+
+
+def _el(tag: str, value: object) -> str:
+    return f"<{tag}>{xml_escape(str(value))}</{tag}>\n"
+
+
+def _request(command: str, project: Project | None, body: str = "") -> str:
+    auth = _el("authenticator", project.authenticator) if project is not None else ""
+    return f"<{command}>\n{auth}{body}</{command}>\n"
+
+
+class BoincRpc:
+    """Client for a BOINC project's submit_rpc_handler.php, job_file.php and get_output.php."""
+
+    def __init__(
+        self,
+        client: httpx.AsyncClient,
+        deadline: float = 240.0,
+        max_tries: int = 5,
+        backoff: float = 0.5,
+    ) -> None:
+        self.client = client
+        self.deadline = deadline
+        self.max_tries = max_tries
+        self.backoff = backoff
+        self.calls: dict[str, int] = {}
+
+    @staticmethod
+    def make_client(timeout: float = 60.0, verify: bool | str = True) -> httpx.AsyncClient:
+        """The shared HTTP client: pooled connections, timeouts, no redirects for POSTs."""
+        return httpx.AsyncClient(
+            timeout=httpx.Timeout(timeout, connect=min(timeout, 15.0)),
+            verify=verify,
+            follow_redirects=False,
+            headers={"User-Agent": USER_AGENT},
+            limits=httpx.Limits(max_connections=32, max_keepalive_connections=16),
+        )
+
+    # ---- transport --------------------------------------------------------------------------
+
+    async def _post(
+        self,
+        project: Project,
+        page: str,
+        command: str,
+        xml: str,
+        files: Sequence[tuple[str, Path]] = (),
+        idempotent: bool = True,
+    ) -> bytes:
+        """POST a request, return the body of a 200 reply; retry what is safe to retry."""
+        url = project.endpoint(page)
+        self.calls[command] = self.calls.get(command, 0) + 1
+        start = time.monotonic()
+        attempt = 0
+        while True:
+            attempt += 1
+            handles = []
+            try:
+                parts: list[tuple[str, Any]] = [("request", (None, xml.encode("utf-8")))]
+                for i, (_, path) in enumerate(files):
+                    fh = open(path, "rb")  # noqa: SIM115 - closed in finally
+                    handles.append(fh)
+                    parts.append((f"file_{i}", (path.name, fh, "application/octet-stream")))
+                resp = await self.client.post(url, files=parts)
+            except httpx.TimeoutException as exc:
+                err = RpcError(
+                    f"{command}: no reply from {url} in time ({type(exc).__name__})", retryable=True
+                )
+            except httpx.TransportError as exc:
+                err = RpcError(
+                    f"{command}: cannot reach {url}: {_transport_reason(exc)}", retryable=True
+                )
+            except OSError as exc:
+                raise RpcError(f"{command}: cannot read input file: {exc}") from None
+            else:
+                err = self._check_status(resp, command, url)
+                if err is None:
+                    return resp.content
+            finally:
+                for fh in handles:
+                    fh.close()
+            delay = self.backoff * (2 ** (attempt - 1)) * (0.5 + random.random())
+            retry_after = getattr(err, "retry_after", None)
+            if retry_after is not None:
+                delay = max(delay, retry_after)
+            elapsed = time.monotonic() - start
+            if (
+                not idempotent
+                or not err.retryable
+                or attempt >= self.max_tries
+                or elapsed + delay > self.deadline
+            ):
+                raise err
+            log.info("%s failed (%s); retry %d in %.1f s", command, err, attempt, delay)
+            await asyncio.sleep(delay)
+
+    @staticmethod
+    def _check_status(resp: httpx.Response, command: str, url: str) -> RpcError | None:
+        status = resp.status_code
+        if status == 200:
+            return None
+        if 300 <= status < 400:
+            where = resp.headers.get("location", "?")
+            return RpcError(f"{command}: {url} redirects to {where}; use that project URL")
+        body = resp.content
+        err = top_level_error(body, command)
+        if err is not None:
+            return RpcError(f"{command}: HTTP {status}: {err}", code=err.code)
+        snippet = decode_text(body[:160]).strip().replace("\n", " ")
+        retryable = status in (502, 503, 504)
+        err = RpcError(
+            f"{command}: HTTP {status} {resp.reason_phrase} from {url}"
+            + (f": {snippet}" if snippet and status != 500 else ""),
+            retryable=retryable,
+        )
+        if status == 503 and (ra := resp.headers.get("retry-after", "")).strip().isdigit():
+            err.retry_after = float(ra)  # type: ignore[attr-defined]
+        err.status = status  # type: ignore[attr-defined]
+        err.body = body  # type: ignore[attr-defined]
+        return err
+
+    # ---- RPCs -------------------------------------------------------------------------------
+
+    async def ping(self, project: Project) -> None:
+        body = await self._post(project, "submit_rpc_handler.php", "ping", _request("ping", None))
+        reply = parse_reply(body, "ping")
+        if not reply.get("success"):
+            raise RpcError("ping: server did not answer success")
+
+    async def get_templates(
+        self, project: Project, app_name: str | None = None, job_name: str | None = None
+    ) -> Templates:
+        inner = _el("app_name", app_name) if app_name is not None else _el("job_name", job_name)
+        body = await self._post(
+            project,
+            "submit_rpc_handler.php",
+            "get_templates",
+            _request("get_templates", project, inner),
+        )
+        reply = parse_reply(body, "get_templates")
+        templates = reply.get("templates") or {}
+        inputs = (templates.get("input_template") or {}) if isinstance(templates, dict) else {}
+        outputs = (templates.get("output_template") or {}) if isinstance(templates, dict) else {}
+        n_inputs = len(as_list(inputs.get("file_info"))) if isinstance(inputs, dict) else 0
+        names: list[str] = []
+        if isinstance(outputs, dict):
+            result = outputs.get("result") or {}
+            for ref in as_list(result.get("file_ref") if isinstance(result, dict) else None):
+                if isinstance(ref, dict) and ref.get("open_name"):
+                    names.append(str(ref["open_name"]).strip())
+        return Templates(n_inputs=n_inputs, output_names=tuple(names))
+
+    async def create_batch(
+        self, project: Project, batch_name: str, app_name: str, expire_time: float
+    ) -> int:
+        inner = (
+            _el("batch_name", batch_name)
+            + _el("app_name", app_name)
+            + _el("expire_time", f"{expire_time:f}")
+        )
+        body = await self._post(
+            project,
+            "submit_rpc_handler.php",
+            "create_batch",
+            _request("create_batch", project, inner),
+            idempotent=False,
+        )
+        return _int(parse_reply(body, "create_batch").get("batch_id"), "create_batch batch_id")
+
+    async def query_batches(self, project: Project) -> list[dict[str, Any]]:
+        body = await self._post(
+            project, "submit_rpc_handler.php", "query_batches", _request("query_batches", project)
+        )
+        return [b for b in as_list(parse_reply(body, "query_batches").get("batch")) if b]
+
+    async def query_files(self, project: Project, batch_id: int, names: Sequence[str]) -> list[int]:
+        """Indices (into ``names``) of the files the server does not have."""
+        inner = _el("batch_id", batch_id) + "".join(_el("phys_name", n) for n in names)
+        body = await self._post(
+            project, "job_file.php", "query_files", _request("query_files", project, inner)
+        )
+        absent = parse_reply(body, "query_files").get("absent_files") or {}
+        idx = [_int(i, "query_files index") for i in as_list(absent.get("file"))]
+        if any(i < 0 or i >= len(names) for i in idx):
+            raise RpcError("query_files: server named a file index out of range")
+        return idx
+
+    async def upload_files(
+        self, project: Project, batch_id: int, files: Sequence[tuple[str, Path]]
+    ) -> None:
+        """Upload (physical name, local path) pairs, at most 20 files and ~6 MB a request."""
+        for chunk in _upload_chunks(files):
+            inner = _el("batch_id", batch_id) + "".join(_el("phys_name", n) for n, _ in chunk)
+            body = await self._post(
+                project,
+                "job_file.php",
+                "upload_files",
+                _request("upload_files", project, inner),
+                files=chunk,
+                idempotent=False,
+            )
+            parse_reply(body, "upload_files")
+
+    async def submit_batch(
+        self,
+        project: Project,
+        batch_id: int,
+        app_name: str,
+        jobs: Sequence[JobInput],
+        params: JobParams = JobParams(),
+    ) -> None:
+        job_params = "".join(
+            _el(k, f"{v:f}")
+            for k, v in (
+                ("rsc_fpops_est", params.rsc_fpops_est),
+                ("rsc_fpops_bound", params.rsc_fpops_bound),
+                ("rsc_memory_bound", params.rsc_memory_bound),
+                ("rsc_disk_bound", params.rsc_disk_bound),
+                ("delay_bound", params.delay_bound),
+            )
+            if v is not None
+        )
+        parts = [
+            "<batch>\n",
+            _el("batch_id", batch_id),
+            _el("app_name", app_name),
+            _el("app_version_num", params.app_version_num or 0),
+            f"<job_params>\n{job_params}</job_params>\n",
+        ]
+        for job in jobs:
+            parts.append("<job>\n" + _el("name", job.name) + _el("command_line", job.command_line))
+            parts.extend(
+                f"<input_file>\n<mode>local_staged</mode>\n{_el('source', src)}</input_file>\n"
+                for src in job.inputs
+            )
+            parts.append("</job>\n")
+        parts.append("</batch>\n")
+        body = await self._post(
+            project,
+            "submit_rpc_handler.php",
+            "submit_batch",
+            _request("submit_batch", project, "".join(parts)),
+            idempotent=False,
+        )
+        parse_reply(body, "submit_batch")
+
+    async def query_batch2(
+        self, project: Project, batch_names: Sequence[str], min_mod_time: str
+    ) -> tuple[str, list[list[tuple[str, str]]]]:
+        inner = _el("min_mod_time", min_mod_time) + "".join(
+            _el("batch_name", b) for b in batch_names
+        )
+        body = await self._post(
+            project,
+            "submit_rpc_handler.php",
+            "query_batch2",
+            _request("query_batch2", project, inner),
+        )
+        server_time, batches = parse_query_batch2(body)
+        if len(batches) != len(batch_names):
+            raise RpcError(
+                f"query_batch2: {len(batches)} batches in reply for {len(batch_names)} asked"
+            )
+        return server_time, batches
+
+    async def query_completed_job(self, project: Project, job_name: str) -> CompletedJob:
+        """The outcome of a finished job; a clear RpcError when the server has none."""
+        try:
+            body = await self._post(
+                project,
+                "submit_rpc_handler.php",
+                "query_completed_job",
+                _request("query_completed_job", project, _el("job_name", job_name)),
+            )
+        except RpcError as exc:
+            partial = getattr(exc, "body", b"")
+            if getattr(exc, "status", None) == 500 and b"<error_mask>" in partial:
+                mask = partial_fields(partial).get("error_mask", "?")
+                raise RpcError(
+                    f"job {job_name} has no completed instance (error_mask {mask}; "
+                    f"{_error_mask_text(mask)}): no output to fetch"
+                ) from None
+            raise
+        reply = parse_reply(body, "query_completed_job")
+        cj = reply.get("completed_job")
+        if not isinstance(cj, dict):
+            raise RpcError(f"query_completed_job: no completed_job for {job_name} in reply")
+        return CompletedJob(
+            exit_status=_int(cj.get("exit_status", 0), "exit_status"),
+            elapsed_time=_float(cj.get("elapsed_time", 0), "elapsed_time"),
+            cpu_time=_float(cj.get("cpu_time", 0), "cpu_time"),
+            stderr=clean_stderr(cj.get("stderr_out")),
+            error_mask=_int(cj.get("error_mask", 0), "error_mask"),
+            canonical_resultid=_int(cj.get("canonical_resultid", 0), "canonical_resultid"),
+        )
+
+    async def abort_jobs(self, project: Project, job_names: Sequence[str]) -> None:
+        inner = "".join(_el("job_name", j) for j in job_names)
+        body = await self._post(
+            project, "submit_rpc_handler.php", "abort_jobs", _request("abort_jobs", project, inner)
+        )
+        parse_reply(body, "abort_jobs")
+
+    async def retire_batch(self, project: Project, batch_name: str) -> None:
+        body = await self._post(
+            project,
+            "submit_rpc_handler.php",
+            "retire_batch",
+            _request("retire_batch", project, _el("batch_name", batch_name)),
+        )
+        parse_reply(body, "retire_batch")
+
+    async def set_expire_time(self, project: Project, batch_name: str, expire: float) -> None:
+        inner = _el("batch_name", batch_name) + _el("expire_time", f"{expire:f}")
+        body = await self._post(
+            project,
+            "submit_rpc_handler.php",
+            "set_expire_time",
+            _request("set_expire_time", project, inner),
+        )
+        parse_reply(body, "set_expire_time")
+
+    async def download_output(
+        self, project: Project, job_name: str, file_num: int, dest: Path
+    ) -> int:
+        """Download output ``file_num`` of a job's canonical instance into ``dest``.
+
+        Written to a temporary name beside ``dest`` and renamed, so an error body or an
+        interrupted transfer never replaces a file. Returns the byte count.
+        """
+        url = (
+            f"{project.url}get_output.php?cmd=workunit_file&auth_str="
+            f"{quote(project.authenticator, safe='')}&wu_name={quote(job_name, safe='')}"
+            f"&file_num={file_num}"
+        )
+        self.calls["get_output"] = self.calls.get("get_output", 0) + 1
+        tmp = dest.with_name(f".{dest.name}.part-{os.getpid()}-{random.getrandbits(32):08x}")
+        shown = f"{project.url}get_output.php (job {job_name}, file {file_num})"
+        try:
+            async with self.client.stream("GET", url) as resp:
+                if resp.status_code != 200:
+                    raise RpcError(
+                        f"get_output: HTTP {resp.status_code} from {shown}",
+                        retryable=resp.status_code in (502, 503, 504),
+                    )
+                ctype = resp.headers.get("content-type", "")
+                if not ctype.startswith("application/octet-stream"):
+                    text = decode_text((await resp.aread())[:300]).strip()
+                    if text.startswith("ERROR:"):
+                        text = text[6:].strip()
+                    raise RpcError(f"get_output failed for {job_name} file {file_num}: {text}")
+                size = 0
+                fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+                with os.fdopen(fd, "wb") as fh:
+                    async for chunk in resp.aiter_bytes(1 << 16):
+                        fh.write(chunk)
+                        size += len(chunk)
+                expected = resp.headers.get("content-length")
+                if expected is not None and expected.isdigit() and int(expected) != size:
+                    raise RpcError(
+                        f"get_output: {job_name} file {file_num} truncated "
+                        f"({size} of {expected} bytes)"
+                    )
+            os.replace(tmp, dest)
+            return size
+        except httpx.TimeoutException:
+            raise RpcError(f"get_output: no reply from {shown} in time") from None
+        except httpx.TransportError as exc:
+            raise RpcError(f"get_output: cannot reach {shown}: {_transport_reason(exc)}") from None
+        finally:
+            if tmp.exists():
+                tmp.unlink()
+
+
+def _upload_chunks(files: Sequence[tuple[str, Path]]):
+    chunk: list[tuple[str, Path]] = []
+    size = 0
+    for name, path in files:
+        fsize = path.stat().st_size
+        if chunk and (len(chunk) >= MAX_FILES_PER_UPLOAD or size + fsize > MAX_BYTES_PER_UPLOAD):
+            yield chunk
+            chunk, size = [], 0
+        chunk.append((name, path))
+        size += fsize
+    if chunk:
+        yield chunk
+
+
+def _transport_reason(exc: Exception) -> str:
+    text = str(exc).strip()
+    if text:
+        return text
+    if isinstance(exc, httpx.ConnectError):
+        return "connection failed"
+    if isinstance(exc, httpx.ReadError | httpx.WriteError | httpx.RemoteProtocolError):
+        return "connection reset or closed by the server"
+    return type(exc).__name__
+
+
+def _int(value: Any, what: str) -> int:
+    try:
+        return int(str(value).strip())
+    except (TypeError, ValueError):
+        raise RpcError(f"bad {what} in reply: {value!r}") from None
+
+
+def _float(value: Any, what: str) -> float:
+    try:
+        return float(str(value).strip())
+    except (TypeError, ValueError):
+        raise RpcError(f"bad {what} in reply: {value!r}") from None
+
+
+_MASK_BITS = {
+    1: "could not send",
+    2: "too many errors",
+    4: "too many success results",
+    8: "too many total results",
+    16: "cancelled",
+    32: "no canonical result (validation)",
+}
+
+
+def _error_mask_text(mask: str) -> str:
+    try:
+        m = int(mask)
+    except ValueError:
+        return "job failed"
+    names = [text for bit, text in _MASK_BITS.items() if m & bit]
+    return ", ".join(names) if names else "job not finished"

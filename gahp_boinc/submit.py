@@ -1,0 +1,179 @@
+"""BOINC_SUBMIT as Condor-B describes it, in a number of RPCs that does not grow with jobs.
+
+get_templates, create_batch, query_files (every distinct physical name once), upload_files
+(only the absent ones, in chunks the server accepts), submit_batch (every job at once).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Awaitable, Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import attrs
+
+from gahp_boinc.replies import RpcError
+from gahp_boinc.rpc import BoincRpc, JobInput, JobParams, Project
+from gahp_boinc.staging import Md5Cache, StagingError, check_input, command_line, physical_name
+
+log = logging.getLogger("gahp.boinc.submit")
+
+BATCH_INIT_STATE = "0"
+
+
+@attrs.frozen
+class JobSpec:
+    """One job of a BOINC_SUBMIT request."""
+
+    name: str
+    args: tuple[str, ...]
+    inputs: tuple[tuple[str, str], ...]
+    """(local source path, logical name) pairs."""
+
+
+@attrs.frozen
+class SubmitRequest:
+    """A parsed BOINC_SUBMIT, with the project it was issued for."""
+
+    project: Project
+    batch: str
+    app: str
+    jobs: tuple[JobSpec, ...]
+    params: JobParams = JobParams()
+
+
+@attrs.frozen
+class SubmitReport:
+    """What a submission did (for logs and benchmarks)."""
+
+    batch_id: int
+    distinct_files: int
+    uploaded_files: int
+    uploaded_bytes: int
+
+
+async def submit(
+    rpc: BoincRpc,
+    req: SubmitRequest,
+    md5: Md5Cache,
+    run_in_worker: Callable[..., Awaitable[Any]],
+    lease_seconds: float = 3600.0,
+) -> SubmitReport:
+    """Run the whole submission; raise :class:`RpcError` or :class:`StagingError` on failure."""
+    project = req.project
+    # Check everything local first: a bad request must not leave an empty batch behind.
+    command_lines = [command_line(job.args) for job in req.jobs]
+    paths: dict[str, Path] = {}
+    for job in req.jobs:
+        for src, _ in job.inputs:
+            if src not in paths:
+                paths[src] = Path(src)
+    for path in paths.values():
+        check_input(path)
+
+    templates = await _step("getting templates", rpc.get_templates(project, app_name=req.app))
+    for job in req.jobs:
+        if len(job.inputs) != templates.n_inputs:
+            raise StagingError(
+                f"job {job.name} has {len(job.inputs)} input files but application "
+                f"{req.app} takes {templates.n_inputs}"
+            )
+
+    digests = await _hash_all(list(paths.values()), md5, run_in_worker)
+    phys_of = {src: physical_name(d, src) for src, d in zip(paths, digests, strict=True)}
+    distinct: dict[str, Path] = {}
+    for src, name in phys_of.items():
+        distinct.setdefault(name, paths[src])
+    names = list(distinct)
+
+    batch_id = await _create_batch(rpc, project, req, lease_seconds)
+    absent = (
+        await _step("querying files", rpc.query_files(project, batch_id, names)) if names else []
+    )
+    to_upload = [(names[i], distinct[names[i]]) for i in sorted(set(absent))]
+    if to_upload:
+        await _step("uploading files", rpc.upload_files(project, batch_id, to_upload))
+    jobs = [
+        JobInput(
+            name=job.name, command_line=cl, inputs=tuple(phys_of[src] for src, _ in job.inputs)
+        )
+        for job, cl in zip(req.jobs, command_lines, strict=True)
+    ]
+    await _step("submitting batch", rpc.submit_batch(project, batch_id, req.app, jobs, req.params))
+    report = SubmitReport(
+        batch_id=batch_id,
+        distinct_files=len(names),
+        uploaded_files=len(to_upload),
+        uploaded_bytes=sum(p.stat().st_size for _, p in to_upload),
+    )
+    log.info(
+        "submitted batch %s (id %d): %d jobs, %d files, %d uploaded (%d bytes)",
+        req.batch,
+        batch_id,
+        len(req.jobs),
+        report.distinct_files,
+        report.uploaded_files,
+        report.uploaded_bytes,
+    )
+    return report
+
+
+async def _step(what: str, aw: Awaitable[Any]) -> Any:
+    try:
+        return await aw
+    except RpcError as exc:
+        raise RpcError(f"error {what}: {exc}", code=exc.code) from None
+
+
+async def _hash_all(
+    paths: Sequence[Path], md5: Md5Cache, run_in_worker: Callable[..., Awaitable[Any]]
+) -> list[str]:
+    import asyncio
+
+    chunk = 64
+    groups = [list(paths[i : i + chunk]) for i in range(0, len(paths), chunk)]
+    try:
+        parts = await asyncio.gather(*(run_in_worker(md5.digest_many, g) for g in groups))
+    except OSError as exc:
+        raise StagingError(f"cannot read input file: {exc}") from None
+    return [d for part in parts for d in part]
+
+
+async def _create_batch(
+    rpc: BoincRpc, project: Project, req: SubmitRequest, lease_seconds: float
+) -> int:
+    """create_batch, reusing a batch of the same name still in its init state.
+
+    A resubmission after a lost reply (or a restarted GAHP) then fills the batch it
+    created before instead of leaving a second one behind.
+    """
+    expire = time.time() + lease_seconds
+    try:
+        return await rpc.create_batch(project, req.batch, req.app, expire)
+    except RpcError as exc:
+        if not exc.retryable:
+            raise RpcError(f"error creating batch: {exc}", code=exc.code) from None
+        log.warning("create_batch for %s failed (%s): looking for the batch", req.batch, exc)
+    found = await _find_init_batch(rpc, project, req.batch)
+    if found is not None:
+        return found
+    try:
+        return await rpc.create_batch(project, req.batch, req.app, expire)
+    except RpcError as exc:
+        raise RpcError(f"error creating batch: {exc}", code=exc.code) from None
+
+
+async def _find_init_batch(rpc: BoincRpc, project: Project, name: str) -> int | None:
+    try:
+        batches = await rpc.query_batches(project)
+    except RpcError as exc:
+        raise RpcError(f"error creating batch: {exc}", code=exc.code) from None
+    for b in batches:
+        if (
+            str(b.get("name", "")).strip() == name
+            and str(b.get("state", "")).strip() == BATCH_INIT_STATE
+        ):
+            return int(str(b.get("id")).strip())
+    return None

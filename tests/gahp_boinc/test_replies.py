@@ -1,0 +1,108 @@
+"""Tolerant reading of the reference server's replies (bytes as a BOINC 8.3 project sends them)."""
+
+import pytest
+
+from gahp_boinc.replies import (
+    RpcError,
+    clean_stderr,
+    parse_query_batch2,
+    parse_reply,
+    partial_fields,
+    top_level_error,
+)
+
+DECL = b'<?xml version="1.0" encoding="ISO-8859-1" ?>\n'
+
+ABORT = DECL + (
+    b"<abort_jobs>\n<aborted gahp_job_2>\n<success>1</success>\n        </abort_jobs>\n    "
+)
+ERROR = DECL + (
+    b"<create_batch>\n<error>\n    <error_num>-1</error_num>\n"
+    b"    <error_msg>bad authenticator</error_msg>\n</error>\n</create_batch>\n"
+)
+BARE_ERROR = DECL + (
+    b"<error>\n    <error_num>-1</error_num>\n    <error_msg>can't parse request "
+    b"message: this is <not> xml</error_msg>\n</error>\n"
+)
+QB2 = (
+    DECL
+    + b"""<query_batch2>
+<server_time>1795343791.7885</server_time>
+   <batch_size>2</batch_size>
+    <job>
+        <job_name>j1</job_name>
+        <status>DONE</status>
+    </job>
+    <job>
+        <job_name>j2</job_name>
+        <status>UNSENT</status>
+    </job>
+   <batch_size>0</batch_size>
+   <batch_size>1</batch_size>
+    <job>
+        <job_name>k1</job_name>
+        <status>ERROR</status>
+    </job>
+</query_batch2>
+"""
+)
+TRUNCATED_500 = DECL + b"<query_completed_job>\n<completed_job>\n   <error_mask>16</error_mask>\n"
+STDERR = """
+&lt;core_client_version&gt;7.20.5&lt;/core_client_version&gt;
+&lt;![CDATA[
+&lt;stderr_txt&gt;
+worker: done
+&lt;/stderr_txt&gt;
+]]&gt;   """
+
+
+def test_malformed_aborted_element_is_tolerated():
+    assert parse_reply(ABORT, "abort_jobs") == {"success": "1"}
+
+
+def test_error_inside_command_and_alone():
+    with pytest.raises(RpcError, match="^bad authenticator$"):
+        parse_reply(ERROR, "create_batch")
+    err = top_level_error(BARE_ERROR, "query_batch2")
+    assert err is not None and "can't parse request message: this is <not> xml" in str(err)
+
+
+def test_nested_error_is_data_not_failure():
+    body = (
+        DECL + b"<query_batch><job><error><error_num>-1</error_num><error_msg>x</error_msg>"
+        b"</error></job></query_batch>"
+    )
+    assert top_level_error(body, "query_batch") is None
+
+
+def test_query_batch2_keeps_batch_order():
+    server_time, batches = parse_query_batch2(QB2)
+    assert server_time == "1795343791.7885"
+    assert batches == [[("j1", "DONE"), ("j2", "UNSENT")], [], [("k1", "ERROR")]]
+
+
+def test_query_batch2_size_mismatch_is_an_error():
+    bad = QB2.replace(b"<batch_size>0</batch_size>", b"<batch_size>3</batch_size>")
+    with pytest.raises(RpcError, match="batch_size"):
+        parse_query_batch2(bad)
+
+
+def test_garbage_replies_become_rpc_errors():
+    for body in (b"", b"<html>Internal error", b"\xff\xfe\x00", TRUNCATED_500):
+        with pytest.raises(RpcError):
+            parse_reply(body, "query_completed_job")
+    with pytest.raises(RpcError):
+        parse_query_batch2(b"<query_batch2><server_time>1")
+
+
+def test_truncated_body_fields_and_stderr_cleaning():
+    assert partial_fields(TRUNCATED_500) == {"error_mask": "16"}
+    text = clean_stderr(STDERR)
+    assert text.startswith("<core_client_version>7.20.5</core_client_version>")
+    assert "<stderr_txt>\nworker: done\n</stderr_txt>" in text
+    assert text.endswith("]]>\n")
+
+
+def test_latin1_declared_utf8_text_is_read_as_utf8():
+    body = DECL + "<create_batch><batch_id>7</batch_id><x>é</x></create_batch>".encode()
+    assert parse_reply(body, "create_batch")["x"] == "é"
