@@ -211,7 +211,9 @@ class BoincBackend:
     async def query_batches(self, parsed) -> tuple[str, ...]:
         project, args = parsed
         min_mod_time, names = args[0], list(args[2:])
-        server_time, batches = await self.rpc.query_batch2(_need(project), names, min_mod_time)
+        server_time, batches = await self.rpc.query_batch2(
+            _need(project), names, _with_slack(min_mod_time)
+        )
         fields = [NULL, server_time]
         for jobs in batches:
             fields.append(str(len(jobs)))
@@ -254,6 +256,17 @@ class BoincBackend:
             cmd("BOINC_RETIRE_BATCH", self.retire_batch, 1, self.parse_simple),
             cmd("BOINC_SET_LEASE", self.set_lease, 2, self.parse_lease),
         ]
+
+
+MOD_TIME_SLACK = 1.0
+"""A project stores job mod_time in whole seconds while server_time has a fraction: a job
+changed in the same second as the previous query's server_time would never be reported
+again. Asking from one second earlier reports such a job (a repeated status is harmless)."""
+
+
+def _with_slack(min_mod_time: str) -> str:
+    t = float(min_mod_time)
+    return "0" if t <= 0 else f"{max(0.0, t - MOD_TIME_SLACK):f}"
 
 
 class NoProject(Exception):

@@ -183,10 +183,27 @@ def test_min_mod_time_and_multiple_batches(gahp, emulator, inputs):
         assert gahp.call("BOINC_SUBMIT", *submit_args(b, "uppercase", jobs)) == ["NULL"]
     wait_status(gahp, "m1", {"DONE"})
     wait_status(gahp, "m2", {"DONE"})
+    time.sleep(2.1)  # mod_time has whole seconds; the GAHP asks from one second earlier
     res = gahp.call("BOINC_QUERY_BATCHES", "0", "2", "m2", "m1")
     assert res[:3] == ["NULL", res[1], "1"] and res[3] == "m2#0" and res[6] == "m1#0"
     later = gahp.call("BOINC_QUERY_BATCHES", res[1], "2", "m1", "m2")
     assert later == ["NULL", later[1], "0", "0"]
+
+
+def test_min_mod_time_never_loses_a_change(gahp, emulator, inputs):
+    """Incremental polling from the last server_time sees every job reach its final state."""
+    select(gahp, emulator)
+    jobs = [(f"n#{i}", [], [inputs["a.txt"]]) for i in range(6)]
+    assert gahp.call("BOINC_SUBMIT", *submit_args("n", "uppercase", jobs)) == ["NULL"]
+    states: dict[str, str] = {}
+    since = "0"
+    deadline = time.monotonic() + 30
+    while not (len(states) == 6 and set(states.values()) == {"DONE"}):
+        assert time.monotonic() < deadline, states
+        res = gahp.call("BOINC_QUERY_BATCHES", since, "1", "n")
+        since = res[1]
+        states.update(zip(res[3::2], res[4::2], strict=True))
+        time.sleep(0.05)
 
 
 def test_two_projects_alternately(gahp, tmp_path, inputs):

@@ -1,0 +1,144 @@
+"""``boinc-gahp-demo``: a BOINC GAHP session against a local BOINC project emulator.
+
+Starts the emulator on 127.0.0.1, spawns ``boinc-gahp`` and drives it as HTCondor's
+gridmanager would: select the project, ping, submit a batch whose jobs share some input
+files, set the lease, poll until every job is final, fetch the outputs (renamed) into a
+directory, retire the batch, and print a summary.
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from gahp_boinc.emulator import EmulatorServer
+from gahp_core.testing import GahpClient
+
+WORDS = ["volunteer", "computing", "grid", "ascii", "helper", "protocol", "batch", "job"]
+
+
+def _make_inputs(folder: Path, count: int) -> list[Path]:
+    folder.mkdir(parents=True, exist_ok=True)
+    files = []
+    for i in range(count):
+        p = folder / f"input{i}.txt"
+        p.write_text(f"{WORDS[i % len(WORDS)]} number {i}\n")
+        files.append(p)
+    return files
+
+
+def run_demo(out_dir: Path, jobs: int, job_delay: float, failing: bool = True) -> int:
+    """Run the whole demo; return 0 when every job ended as expected."""
+    work = Path(tempfile.mkdtemp(prefix="boinc-gahp-demo-"))
+    try:
+        inputs = _make_inputs(work / "inputs", max(1, jobs // 2))  # jobs share inputs
+        with EmulatorServer(state_dir=work / "project", port=0, job_delay=job_delay,
+                            volunteers=2) as srv:
+            print(f"BOINC project emulator at {srv.url}")
+            gahp = GahpClient([sys.executable, "-m", "gahp_boinc",
+                               "--log", str(work / "gahp.log")])
+            try:
+                return _session(gahp, srv, inputs, out_dir, jobs, failing)
+            finally:
+                gahp.close()
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def _session(gahp: GahpClient, srv: EmulatorServer, inputs: list[Path], out_dir: Path,
+             jobs: int, failing: bool) -> int:
+    print(f"GAHP banner: {gahp.banner}")
+    assert gahp.command("BOINC_SELECT_PROJECT", srv.url, srv.authenticator) == ["S"]
+    print("ping:", " ".join(gahp.call("BOINC_PING")))
+    batch = f"condor#demo#uppercase#{int(time.time())}"
+    args = [batch, "uppercase", str(jobs)]
+    names = []
+    for i in range(jobs):
+        name = f"{batch}#1.{i}"
+        names.append(name)
+        src = inputs[i % len(inputs)]
+        args += [name, "2", "--repeat", "1", "1", str(src), "in"]
+    args += ["NULL"] * 6
+    t0 = time.monotonic()
+    res = gahp.call("BOINC_SUBMIT", *args, timeout=300)
+    if res != ["NULL"]:
+        print("submit failed:", res[0])
+        return 1
+    print(f"submitted {jobs} jobs with {len(inputs)} distinct input files "
+          f"in {time.monotonic() - t0:.2f} s ({srv.stats.get('upload_files', 0)} upload request)")
+    extra = None
+    if failing:
+        extra = f"{batch}-fail"
+        fail_args = [extra, "fail", "1", f"{extra}#1.0", "0", "1", str(inputs[0]), "in"]
+        gahp.call("BOINC_SUBMIT", *fail_args)
+    gahp.call("BOINC_SET_LEASE", batch, str(int(time.time()) + 6 * 3600))
+
+    states: dict[str, str] = {}
+    server_time = "0"
+    shown = ""
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        res = gahp.call("BOINC_QUERY_BATCHES", server_time, "1", batch)
+        if res[0] != "NULL":
+            print("query failed:", res[0])
+            return 1
+        server_time = res[1]
+        states.update(zip(res[3::2], res[4::2], strict=True))
+        counts = {s: list(states.values()).count(s) for s in sorted(set(states.values()))}
+        line = ", ".join(f"{k} {v}" for k, v in counts.items()) or "waiting"
+        if line != shown:
+            print(f"progress after {time.monotonic() - t0:4.1f} s: {line}")
+            shown = line
+        if len(states) == jobs and all(s in ("DONE", "ERROR") for s in states.values()):
+            break
+        time.sleep(0.5)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    fetched = 0
+    for i, name in enumerate(names):
+        if states.get(name) != "DONE":
+            continue
+        res = gahp.call("BOINC_FETCH_OUTPUT", name, str(out_dir), f"job{i}.stderr", "ALL", "1",
+                        "out", f"job{i}.out")
+        if res[0] == "NULL":
+            fetched += 1
+        else:
+            print(f"fetch {name} failed: {res[0]}")
+    print(f"fetched outputs of {fetched} jobs into {out_dir}")
+    if extra:
+        res = gahp.call("BOINC_QUERY_BATCHES", "0", "1", extra)
+        print(f"a job of an application that fails on purpose ends as: {res[4]}")
+        res = gahp.call("BOINC_FETCH_OUTPUT", f"{extra}#1.0", str(out_dir), "fail.stderr",
+                        "ALL", "0")
+        print(f"  and fetching its output answers: {res[0]}")
+        gahp.call("BOINC_RETIRE_BATCH", extra)
+    print("retire:", " ".join(gahp.call("BOINC_RETIRE_BATCH", batch)))
+    sample = out_dir / "job0.out"
+    if sample.exists():
+        print(f"job0: {inputs[0].read_text().strip()!r} -> {sample.read_text().strip()!r}")
+    gahp.quit()
+    ok = fetched == jobs
+    print(f"summary: {jobs} jobs, {fetched} done and fetched, "
+          f"{sum(1 for s in states.values() if s == 'ERROR')} failed: "
+          f"{'OK' if ok else 'INCOMPLETE'}")
+    return 0 if ok else 1
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(prog="boinc-gahp-demo", description=__doc__.splitlines()[0])
+    ap.add_argument("--out", type=Path, default=Path("demo-output"),
+                    help="where outputs go (default ./demo-output)")
+    ap.add_argument("--jobs", type=int, default=8, help="jobs in the batch (default 8)")
+    ap.add_argument("--job-delay", type=float, default=0.5,
+                    help="seconds a simulated volunteer takes per job (default 0.5)")
+    a = ap.parse_args()
+    if a.jobs < 1:
+        ap.error("--jobs must be at least 1")
+    raise SystemExit(run_demo(a.out, a.jobs, a.job_delay))
+
+
+if __name__ == "__main__":
+    main()

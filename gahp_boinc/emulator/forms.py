@@ -1,0 +1,93 @@
+"""Decoding of HTML form bodies the way PHP fills ``$_POST`` and ``$_FILES``."""
+
+from __future__ import annotations
+
+import re
+from urllib.parse import parse_qs
+
+import attrs
+
+
+@attrs.frozen
+class FilePart:
+    """One uploaded file (a multipart part with a ``filename``)."""
+
+    field: str
+    filename: str
+    data: bytes
+
+
+@attrs.frozen
+class Form:
+    fields: dict[str, str]
+    files: tuple[FilePart, ...] = ()
+
+
+_PARAM = re.compile(r';\s*([A-Za-z0-9_*-]+)\s*=\s*("(?:[^"\\]|\\.)*"|[^;]*)')
+
+
+def header_params(value: str) -> tuple[str, dict[str, str]]:
+    """Split ``type; a=1; b="x"`` into ``("type", {"a": "1", "b": "x"})``."""
+    main = value.split(";", 1)[0].strip().lower()
+    params = {}
+    for k, v in _PARAM.findall(value):
+        v = v.strip()
+        if v.startswith('"') and v.endswith('"') and len(v) >= 2:
+            v = re.sub(r"\\(.)", r"\1", v[1:-1])
+        params[k.lower()] = v
+    return main, params
+
+
+def parse_multipart(body: bytes, boundary: str) -> Form:
+    """Parse a multipart/form-data body; malformed parts are skipped as PHP does."""
+    delim = b"--" + boundary.encode("latin-1")
+    fields: dict[str, str] = {}
+    files: list[FilePart] = []
+    chunks = body.split(delim)
+    for chunk in chunks[1:]:
+        if chunk.startswith(b"--"):
+            break
+        if chunk.startswith(b"\r\n"):
+            chunk = chunk[2:]
+        elif chunk.startswith(b"\n"):
+            chunk = chunk[1:]
+        sep = chunk.find(b"\r\n\r\n")
+        skip = 4
+        if sep < 0:
+            sep, skip = chunk.find(b"\n\n"), 2
+            if sep < 0:
+                continue
+        head, data = chunk[:sep].decode("latin-1"), chunk[sep + skip:]
+        if data.endswith(b"\r\n"):
+            data = data[:-2]
+        elif data.endswith(b"\n"):
+            data = data[:-1]
+        disposition = ""
+        for line in re.split(r"\r?\n", head):
+            name, _, value = line.partition(":")
+            if name.strip().lower() == "content-disposition":
+                disposition = value
+        _, params = header_params(disposition)
+        field = params.get("name")
+        if field is None:
+            continue
+        if "filename" in params:
+            files.append(FilePart(field, params["filename"], data))
+        else:
+            fields.setdefault(field, data.decode("utf-8", "replace"))
+    return Form(fields, tuple(files))
+
+
+def parse_form(content_type: str, body: bytes) -> Form:
+    """Decode a POST body given its Content-Type (multipart or urlencoded)."""
+    kind, params = header_params(content_type or "")
+    if kind == "multipart/form-data" and params.get("boundary"):
+        return parse_multipart(body, params["boundary"])
+    if kind == "application/x-www-form-urlencoded":
+        return Form(parse_query(body.decode("latin-1")))
+    return Form({})
+
+
+def parse_query(qs: str) -> dict[str, str]:
+    """A query string as PHP's ``$_GET`` (last value wins)."""
+    return {k: v[-1] for k, v in parse_qs(qs, keep_blank_values=True).items()}

@@ -1,0 +1,490 @@
+"""The logic of submit_rpc_handler.php, job_file.php, get_output.php and get_output2.php.
+
+Each public method takes a parsed request and returns a :class:`~.replies.Reply`; error texts,
+their order of checks and the server's PHP 8 crashes follow BOINC 8.3.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import os
+import re
+import sqlite3
+import xml.etree.ElementTree as ET
+import zipfile
+from collections.abc import Callable, Sequence
+
+import attrs
+
+from . import replies
+from .apps import APPS
+from .forms import FilePart
+from .replies import PhpCrash, Reply, RpcError
+from .store import BATCH_INIT, NewJob, Store
+
+_VALID_NAME = re.compile(r"^[A-Za-z0-9_\-. ]+$")
+_INT = re.compile(r"^\s*([+-]?\d+)")
+_FLOAT = re.compile(r"^\s*([+-]?(\d+\.?\d*([eE][+-]?\d+)?|\.\d+([eE][+-]?\d+)?))")
+
+
+@attrs.frozen
+class ProjectConfig:
+    """Behaviour knobs of the emulated project."""
+
+    quorum: int = 1
+    max_upload_files: int = 20  # PHP max_file_uploads
+    max_file_size: int = 2 * 1024 * 1024  # PHP upload_max_filesize
+    max_post_size: int = 8 * 1024 * 1024  # PHP post_max_size
+    #: "crash": query_completed_job on a job without canonical result fails with HTTP 500 and
+    #: a truncated body, as BOINC 8.3 on PHP 8 does; "full": answer with the failed instance
+    completed_job_mode: str = "crash"
+
+
+def php_int(s: str | None) -> int:
+    m = _INT.match(s or "")
+    return int(m.group(1)) if m else 0
+
+
+def php_double(s: str | None) -> float:
+    m = _FLOAT.match(s or "")
+    return float(m.group(1)) if m else 0.0
+
+
+def valid_filename(name: str) -> bool:
+    """BOINC's is_valid_filename(): letters, digits, ``_ - .`` and space; no ``..``."""
+    return bool(_VALID_NAME.match(name)) and ".." not in name and len(name) <= 255
+
+
+def _text(el: ET.Element | None, tag: str) -> str:
+    if el is None:
+        return ""
+    child = el.find(tag)
+    return "" if child is None else (child.text or "")
+
+
+def _texts(el: ET.Element, tag: str) -> list[str]:
+    return [c.text or "" for c in el.findall(tag)]
+
+
+def parse_request(req: str) -> ET.Element | None:
+    """simplexml_load_string(): the root element, or None when not parsable."""
+    try:
+        return ET.fromstring(req)
+    except ET.ParseError:
+        return None
+
+
+class Project:
+    """The PHP pages of one emulated BOINC project."""
+
+    def __init__(self, store: Store, config: ProjectConfig) -> None:
+        self.store = store
+        self.config = config
+        self._submit_rpcs: dict[str, Callable[[ET.Element], Reply]] = {
+            "ping": lambda r: replies.ping(),
+            "get_templates": self.get_templates,
+            "create_batch": self.create_batch,
+            "submit_batch": self.submit_batch,
+            "query_batches": self.query_batches,
+            "query_batch": self.query_batch,
+            "query_batch2": self.query_batch2,
+            "query_completed_job": self.query_completed_job,
+            "abort_jobs": self.abort_jobs,
+            "retire_batch": self.retire_batch,
+            "set_expire_time": self.set_expire_time,
+        }
+
+    # -- entry points --
+
+    def submit_rpc(self, req: str) -> Reply:
+        """submit_rpc_handler.php"""
+        root = parse_request(req)
+        if root is None:
+            return replies.error(f"can't parse request message: {req}")
+        handler = self._submit_rpcs.get(root.tag)
+        if handler is None:
+            return replies.error("bad command")
+        return self._run(root.tag, lambda: handler(root))
+
+    def job_file(self, req: str, files: Sequence[FilePart]) -> Reply:
+        """job_file.php"""
+        root = parse_request(req)
+        if root is None:
+            return replies.error(f"can't parse request message: {req}")
+        if root.tag == "query_files":
+            return self._run(root.tag, lambda: self.query_files(root))
+        if root.tag == "upload_files":
+            return self._run(root.tag, lambda: self.upload_files(root, files))
+        return replies.error("bad command")
+
+    @staticmethod
+    def _run(cmd: str, fn: Callable[[], Reply]) -> Reply:
+        try:
+            return fn()
+        except RpcError as e:
+            return replies.error(e.msg, e.num, cmd)
+        except PhpCrash as e:
+            return replies.crash(e.partial)
+
+    # -- permissions and lookups --
+
+    def _user(self, r: ET.Element, no_access: str = "no submit access") -> sqlite3.Row:
+        auth = _text(r, "authenticator")
+        if not auth:
+            raise RpcError("no authenticator")
+        user = self.store.user_by_auth(auth)
+        if user is None:
+            raise RpcError("bad authenticator")
+        if not user["submit"]:
+            raise RpcError(no_access)
+        return user
+
+    def _app(self, name: str) -> sqlite3.Row:
+        app = self.store.app_by_name(name)
+        if app is None:
+            raise RpcError(f"app not found: {name}")
+        return app
+
+    def _wu(self, name: str, user: sqlite3.Row | None = None) -> sqlite3.Row:
+        wu = self.store.wu_by_name(name)
+        if wu is None:
+            raise RpcError(f"no job {name}")
+        if user is not None:
+            owner = self.store.owner_of_wu(wu)
+            if owner is None or owner["id"] != user["id"]:
+                raise RpcError("not owner")
+        return wu
+
+    def _batch(self, r: ET.Element, user: sqlite3.Row) -> sqlite3.Row:
+        """get_batch(): by batch_id or batch_name, then the owner check."""
+        bid = php_int(_text(r, "batch_id"))
+        name = _text(r, "batch_name")
+        if bid:
+            batch = self.store.batch(bid)
+        elif name:
+            batch = self.store.batch_by_name(name)
+        else:
+            raise RpcError("batch not specified")
+        if batch is None:
+            raise RpcError("no such batch")
+        if batch["user_id"] != user["id"]:
+            raise RpcError("not owner")
+        return batch
+
+    # -- submit_rpc_handler.php --
+
+    def get_templates(self, r: ET.Element) -> Reply:
+        app_name = _text(r, "app_name")
+        if not app_name:
+            wu = self._wu(_text(r, "job_name"))
+            row = self.store.one("SELECT name FROM app WHERE id=?", wu["app_id"])
+            app_name = row["name"] if row else ""
+        app = self._app(app_name)
+        self._user(r)
+        spec = APPS[app["name"]]
+        return replies.templates(spec.input_template(self.config.quorum), spec.output_template())
+
+    def create_batch(self, r: ET.Element) -> Reply:
+        app = self._app(_text(r, "app_name"))
+        user = self._user(r)
+        bid = self.store.create_batch(
+            user["id"], app["id"], _text(r, "batch_name"), php_double(_text(r, "expire_time"))
+        )
+        return replies.batch_id("create_batch", bid)
+
+    def submit_batch(self, r: ET.Element) -> Reply:
+        b = r.find("batch")
+        b = b if b is not None else ET.Element("batch")
+        app = self._app(_text(b, "app_name"))
+        user = self._user(r)
+        spec = APPS[app["name"]]
+        jobs = []
+        for i, j in enumerate(b.findall("job")):
+            inputs = []
+            for f in j.findall("input_file"):
+                mode = _text(f, "mode")
+                if mode != "local_staged":
+                    raise RpcError(f"create_work failed: input mode '{mode}' not supported")
+                inputs.append(_text(f, "source"))
+            jobs.append(NewJob(_text(j, "name") or f"job_{i}", _text(j, "command_line"),
+                               tuple(inputs)))
+        bid = php_int(_text(b, "batch_id"))
+        if bid:
+            batch = self.store.batch(bid)
+            if batch is None:
+                raise RpcError(f"no batch {bid}")
+            if batch["user_id"] != user["id"]:
+                raise RpcError("not owner of batch")
+            if batch["state"] != BATCH_INIT:
+                raise RpcError("batch not in init state")
+        need = len(spec.inputs)
+        for i, j in enumerate(jobs):
+            if len(j.inputs) != need:
+                raise RpcError(
+                    f"wrong # of input files for job {i}: need {need}, got {len(j.inputs)}")
+        self._check_create_work(jobs)
+        if not bid:
+            name = _text(b, "batch_name") or f"batch_{int(self.store.clock())}"
+            bid = self.store.create_batch(user["id"], app["id"], name, 0)
+        params = {}
+        p = b.find("job_params")
+        for key in ("rsc_fpops_est", "rsc_fpops_bound", "rsc_memory_bound", "rsc_disk_bound",
+                    "delay_bound"):
+            params[key] = php_double(_text(p, key))
+        self.store.submit(bid, app["id"], jobs, self.config.quorum, params)
+        return replies.batch_id("submit_batch", bid)
+
+    def _check_create_work(self, jobs: Sequence[NewJob]) -> None:
+        """What makes BOINC's create_work fail: names, quoting, missing staged files."""
+        seen: set[str] = set()
+        for j in jobs:
+            if j.name in seen:
+                raise RpcError(f"create_work failed: duplicate job name {j.name}")
+            seen.add(j.name)
+            if '"' in j.command_line:
+                raise RpcError(f"create_work failed: bad command line for job {j.name}")
+        dup = self.store.existing_job_names([j.name for j in jobs])
+        if dup:
+            raise RpcError(f"create_work failed: job name {dup[0]} already exists")
+        for src in sorted({s for j in jobs for s in j.inputs}):
+            if not valid_filename(src) or not self.store.file_path(src).is_file():
+                raise RpcError(f"create_work failed: staged file {src} not found")
+
+    def query_batches(self, r: ET.Element) -> Reply:
+        user = self._user(r)
+        cpu = bool(php_int(_text(r, "get_cpu_time")))
+        batches = [self.store.batch_summary(b, cpu) for b in self.store.user_batches(user["id"])]
+        return replies.query_batches(batches, cpu)
+
+    def query_batch(self, r: ET.Element) -> Reply:
+        user = self._user(r)
+        batch = self._batch(r, user)
+        cpu = bool(php_int(_text(r, "get_cpu_time")))
+        details = bool(php_int(_text(r, "get_job_details")))
+        return replies.query_batch(
+            self.store.batch_summary(batch, cpu), self.store.job_details(batch["id"]), cpu,
+            details)
+
+    def query_batch2(self, r: ET.Element) -> Reply:
+        user = self._user(r)
+        batches = []
+        for name in _texts(r, "batch_name"):
+            batch = self.store.batch_by_name(name, user["id"])
+            if batch is None:
+                raise RpcError(f"no batch named {name}")
+            batches.append(batch)
+        min_mod_time = php_double(_text(r, "min_mod_time"))
+        server_time = self.store.clock()
+        return replies.query_batch2(
+            server_time, (self.store.batch_jobs(b["id"], min_mod_time) for b in batches))
+
+    def query_completed_job(self, r: ET.Element) -> Reply:
+        user = self._user(r)
+        wu = self._wu(_text(r, "job_name"), user)
+        if wu["canonical_resultid"]:
+            res = self.store.result(wu["canonical_resultid"])
+        elif self.config.completed_job_mode == "crash":
+            # PHP 8: dereferencing the missing canonical result is fatal
+            raise PhpCrash(replies.completed_job_head(wu["error_mask"]))
+        else:
+            res = self.store.one(
+                "SELECT * FROM result WHERE workunit_id=? AND outcome=3 ORDER BY id DESC"
+                " LIMIT 1", wu["id"])
+        if res is None:
+            return replies.completed_job(wu["error_mask"], 0, 0, 0, 0, "")
+        return replies.completed_job(
+            wu["error_mask"], wu["canonical_resultid"], res["exit_status"], res["elapsed_time"],
+            res["cpu_time"], res["stderr_out"])
+
+    def abort_jobs(self, r: ET.Element) -> Reply:
+        user = self._user(r)
+        wus = [self._wu(n, user) for n in _texts(r, "job_name")]
+        self.store.abort([w["id"] for w in wus])
+        return replies.abort_jobs(w["name"] for w in wus)
+
+    def retire_batch(self, r: ET.Element) -> Reply:
+        user = self._user(r)
+        batch = self._batch(r, user)
+        self.store.retire_batch(batch["id"])
+        return replies.retire_batch()
+
+    def set_expire_time(self, r: ET.Element) -> Reply:
+        user = self._user(r)
+        batch = self._batch(r, user)
+        self.store.set_expire_time(batch["id"], php_double(_text(r, "expire_time")))
+        return replies.set_expire_time()
+
+    # -- job_file.php --
+
+    def _file_md5(self, name: str) -> str:
+        return hashlib.md5(self.store.file_path(name).read_bytes()).hexdigest()
+
+    def query_files(self, r: ET.Element) -> Reply:
+        self._user(r, "no file access")
+        delete_time = php_int(_text(r, "delete_time"))
+        batch_id = php_int(_text(r, "batch_id"))
+        absent = []
+        for i, name in enumerate(_texts(r, "phys_name")):
+            if not valid_filename(name):
+                raise RpcError("bad filename")
+            jf = self.store.job_file(name)
+            if jf is not None and jf["delete_time"] < delete_time:
+                # BOINC 8.3 treats the successful update as a failure
+                raise RpcError("job_file->update() failed: ")
+            path = self.store.file_path(name)
+            if path.is_file():
+                if jf is not None:
+                    jf_id = jf["id"]
+                else:
+                    jf_id = self.store.insert_job_file(
+                        name, self._file_md5(name), path.stat().st_size, delete_time)
+                if batch_id:
+                    try:
+                        self.store.associate(batch_id, jf_id)
+                    except sqlite3.IntegrityError:
+                        raise PhpCrash("<query_files>\n") from None
+            else:
+                if jf is not None:
+                    self.store.delete_job_file(jf["id"])
+                absent.append(i)
+        return replies.query_files(absent)
+
+    def upload_files(self, r: ET.Element, files: Sequence[FilePart]) -> Reply:
+        self._user(r, "no file access")
+        delete_time = php_int(_text(r, "delete_time"))
+        batch_id = php_int(_text(r, "batch_id"))
+        names = _texts(r, "phys_name")
+        for name in names:
+            if not valid_filename(name):
+                raise RpcError("bad filename")
+        by_field: dict[str, FilePart] = {}
+        for f in files[: self.config.max_upload_files]:
+            by_field[f.field] = f
+        if len(by_field) != len(names):
+            raise RpcError(
+                f"# of uploaded files ({len(by_field)}) doesn't agree with request ({len(names)})")
+        for i, name in enumerate(names):
+            part = by_field.get(f"file_{i}")
+            if part is None or len(part.data) > self.config.max_file_size:
+                raise RpcError(" is not an uploaded file")
+            digest = hashlib.md5(part.data).hexdigest()
+            path = self.store.file_path(name)
+            if path.is_file():
+                jf = self.store.job_file(name)
+                old = jf["md5"] if jf is not None else self._file_md5(name)
+                if old != digest:
+                    raise RpcError(f"file immutability violation for {name}")
+            else:
+                tmp = path.with_name(f".{name}.{os.getpid()}.{id(part)}.tmp")
+                tmp.write_bytes(part.data)
+                os.replace(tmp, path)
+            try:
+                jf_id = self.store.insert_job_file(name, digest, len(part.data), delete_time)
+                if batch_id:
+                    self.store.associate(batch_id, jf_id)
+            except sqlite3.IntegrityError:
+                # PHP 8: duplicate row -> uncaught mysqli_sql_exception
+                raise PhpCrash("<upload_files>\n") from None
+        return replies.upload_files()
+
+    # -- get_output.php / get_output2.php ---------------------------------------------------------
+
+    def get_output(self, q: dict[str, str]) -> Reply:
+        cmd = q.get("cmd", "")
+        try:
+            if cmd == "workunit_file":
+                wu_name = q.get("wu_name", "")
+                wu = self.store.wu_by_name(wu_name)
+                if wu is None:
+                    return replies.download_error(f"no workunit {wu_name}")
+                owner = self.store.owner_of_wu(wu)
+                if owner is None or owner["authenticator"] != q.get("auth_str"):
+                    return replies.download_error("bad authenticator")
+                if not wu["canonical_resultid"]:
+                    return replies.download_error(f"no canonical result for wu {wu['name']}")
+                res = self.store.result(wu["canonical_resultid"])
+                return self._result_file(res, int(q.get("file_num", "0") or 0))
+            if cmd == "result_file":
+                name = q.get("result_name", "")
+                res = self.store.result_by_name(name)
+                if res is None:
+                    return replies.download_error(f"no job instance {name}")
+                wu = self.store.one("SELECT * FROM workunit WHERE id=?", res["workunit_id"])
+                owner = self.store.owner_of_wu(wu) if wu else None
+                expect = hashlib.md5(
+                    ((owner["authenticator"] if owner else "") + res["name"]).encode()
+                ).hexdigest()
+                if owner is None or q.get("auth_str") != expect:
+                    return replies.download_error("bad authenticator")
+                return self._result_file(res, int(q.get("file_num", "0") or 0))
+        except ValueError:
+            return replies.download_error("bad file_num")
+        return replies.download_error("bad command")
+
+    def _outputs(self, res: sqlite3.Row | None) -> list[list[str]]:
+        return json.loads(res["output_files"]) if res is not None else []
+
+    def _result_file(self, res: sqlite3.Row | None, file_num: int) -> Reply:
+        outs = self._outputs(res)
+        if not 0 <= file_num < len(outs):
+            return replies.download_error(f"bad file num: {file_num} > {len(outs)}")
+        phys, _logical, rel = outs[file_num]
+        path = self.store.upload_dir / rel
+        if not path.is_file():
+            return replies.download_error(f"no such file: {phys}")
+        return replies.download(path.read_bytes(), phys)
+
+    def get_output2(self, q: dict[str, str]) -> Reply:
+        """get_output2.php: cmd=workunit (wu_id) or cmd=file (result_id, file_num); raw auth."""
+        cmd = q.get("cmd", "")
+        try:
+            if cmd == "workunit":
+                wu = self.store.one("SELECT * FROM workunit WHERE id=?", int(q.get("wu_id", "0")))
+                if wu is None:
+                    return replies.download_error("no such job")
+                self._check_auth2(wu, q)
+                if not wu["canonical_resultid"]:
+                    return replies.download_error(f"no canonical result for wu {wu['name']}")
+                res = self.store.result(wu["canonical_resultid"])
+                return self._bundle(res)
+            if cmd == "file":
+                res = self.store.result(int(q.get("result_id", "0")))
+                if res is None:
+                    return replies.download_error("no such job instance")
+                wu = self.store.one("SELECT * FROM workunit WHERE id=?", res["workunit_id"])
+                self._check_auth2(wu, q)
+                outs = self._outputs(res)
+                n = int(q.get("file_num", "0"))
+                if not 0 <= n < len(outs):
+                    return replies.download_error(f"bad file num: {n} > {len(outs)}")
+                return self._named_file(res, outs[n])
+        except RpcError as e:
+            return replies.download_error(e.msg)
+        except ValueError:
+            return replies.download_error("bad argument")
+        return replies.download_error("bad command")
+
+    def _check_auth2(self, wu: sqlite3.Row | None, q: dict[str, str]) -> None:
+        owner = self.store.owner_of_wu(wu) if wu is not None else None
+        if owner is None or owner["authenticator"] != q.get("auth"):
+            raise RpcError("bad authenticator")
+
+    def _named_file(self, res: sqlite3.Row, out: list[str]) -> Reply:
+        _phys, logical, rel = out
+        path = self.store.upload_dir / rel
+        if not path.is_file():
+            return replies.download_error(f"no such file: {_phys}")
+        return replies.download(path.read_bytes(), f"{res['name']}__{logical}")
+
+    def _bundle(self, res: sqlite3.Row | None) -> Reply:
+        outs = self._outputs(res)
+        assert res is not None
+        if len(outs) == 1:
+            return self._named_file(res, outs[0])
+        buf = io.BytesIO()
+        with zipfile.ZipFile(buf, "w") as z:
+            for _phys, logical, rel in outs:
+                z.writestr(f"{res['name']}__{logical}", (self.store.upload_dir / rel).read_bytes())
+        return replies.download(buf.getvalue(), f"{res['name']}.zip")

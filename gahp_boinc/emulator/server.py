@@ -1,0 +1,415 @@
+"""The HTTP side: a threaded server on loopback and the :class:`EmulatorServer` API."""
+
+from __future__ import annotations
+
+import contextlib
+import ipaddress
+import re
+import shutil
+import socket
+import struct
+import tempfile
+import threading
+import time
+import traceback
+from collections import Counter
+from email.utils import formatdate
+from http import HTTPStatus
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from types import TracebackType
+from typing import Any, TextIO
+from urllib.parse import urlsplit
+
+from . import replies
+from .faults import BEFORE, Fault, FaultInjector
+from .forms import Form, parse_form, parse_query
+from .handlers import Project, ProjectConfig
+from .replies import Reply
+from .store import Store
+from .volunteer import Volunteer
+
+SERVER_HEADER = "Apache/2.4 (boinc-emulator)"
+_ROOT_TAG = re.compile(rb"^\s*(?:<\?xml[^>]*\?>\s*)?<([A-Za-z_][\w.-]*)")
+_SECRET = re.compile(r"((?:auth|auth_str|authenticator)=)[^&\s]*")
+
+
+def is_loopback(host: str) -> bool:
+    """True if every address ``host`` resolves to is a loopback address."""
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        pass
+    try:
+        infos = socket.getaddrinfo(host, None)
+    except OSError:
+        return False
+    return bool(infos) and all(
+        ipaddress.ip_address(str(i[4][0]).split("%")[0]).is_loopback for i in infos)
+
+
+class _HTTPServer(ThreadingHTTPServer):
+    daemon_threads = True
+    block_on_close = False
+
+    def __init__(self, addr: tuple[str, int], emu: EmulatorServer, family: int) -> None:
+        self.address_family = family
+        self.emu = emu
+        super().__init__(addr, _Handler)
+
+
+class _Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    server: _HTTPServer
+    timeout = 120  # idle keep-alive connections are closed after this
+
+    def setup(self) -> None:
+        super().setup()
+        self.server.emu._track(self.connection, True)
+
+    def finish(self) -> None:
+        with contextlib.suppress(OSError):
+            super().finish()
+        self.server.emu._track(self.connection, False)
+
+    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - stdlib signature
+        self.server.emu._log(_SECRET.sub(r"\1***", format % args))
+
+    def do_GET(self) -> None:  # noqa: N802 - stdlib naming
+        self._dispatch(b"")
+
+    def do_POST(self) -> None:  # noqa: N802
+        self._dispatch(self._read_body())
+
+    # -- request --
+
+    def _read_body(self) -> bytes | None:
+        """The POST body, or None when larger than post_max_size (PHP then drops it)."""
+        limit = self.server.emu.config.max_post_size
+        if "chunked" in self.headers.get("Transfer-Encoding", "").lower():
+            chunks, total = [], 0
+            while True:
+                size = int(self.rfile.readline().split(b";")[0].strip() or b"0", 16)
+                if size == 0:
+                    while self.rfile.readline().strip():
+                        pass
+                    break
+                chunks.append(self.rfile.read(size))
+                self.rfile.readline()
+                total += size
+            return b"".join(chunks) if total <= limit else None
+        length = int(self.headers.get("Content-Length") or 0)
+        if length <= limit:
+            return self.rfile.read(length)
+        while length > 0:
+            chunk = self.rfile.read(min(length, 1 << 20))
+            if not chunk:
+                break
+            length -= len(chunk)
+        return None
+
+    def _dispatch(self, body: bytes | None) -> None:
+        emu = self.server.emu
+        try:
+            url = urlsplit(self.path)
+            if not url.path.startswith(emu.project_path):
+                self._send(Reply(b"Not Found", 404, replies.HTML_TYPE))
+                return
+            endpoint = url.path[len(emu.project_path):]
+            query = parse_query(url.query)
+            form = parse_form(self.headers.get("Content-Type", ""), body) if body else Form({})
+            request = form.fields.get("request")
+            if request is None:
+                request = query.get("request", "")
+            rpc = endpoint.removesuffix(".php")
+            if endpoint in ("submit_rpc_handler.php", "job_file.php"):
+                m = _ROOT_TAG.match(request.encode("utf-8", "replace"))
+                if m:
+                    rpc = m.group(1).decode()
+            emu._count(rpc, sum(len(f.data) for f in form.files))
+            fault = emu.faults.take(rpc, endpoint)
+            if fault is not None and fault.kind in BEFORE:
+                self._fault_before(fault)
+                return
+            if fault is not None and fault.kind == "delay":
+                emu._stopping.wait(fault.seconds if fault.seconds is not None else 1.0)
+            project = emu.project
+            if endpoint == "submit_rpc_handler.php":
+                reply = project.submit_rpc(request)
+            elif endpoint == "job_file.php":
+                reply = project.job_file(request, form.files)
+            elif endpoint == "get_output.php":
+                reply = project.get_output(query)
+            elif endpoint == "get_output2.php":
+                reply = project.get_output2(query)
+            else:
+                reply = Reply(b"Not Found", 404, replies.HTML_TYPE)
+            self._send(reply, fault)
+        except Exception:  # noqa: BLE001 - report, never kill the server thread
+            emu.errors.append(traceback.format_exc())
+            emu._log(traceback.format_exc())
+            with contextlib.suppress(OSError):
+                self._send(Reply(b"internal emulator error", 500, replies.HTML_TYPE))
+
+    # -- reply --
+
+    def _send(self, reply: Reply, fault: Fault | None = None) -> None:
+        body = reply.body
+        kind = fault.kind if fault is not None else None
+        if kind == "reset_after":
+            self._reset()
+            return
+        if kind == "malformed_xml":
+            body = body[: max(1, len(body) // 2)]
+        closing = reply.crashed or self.close_connection or kind == "truncated"
+        if reply.crashed:
+            status_line = "HTTP/1.0 500 Internal Server Error"
+        else:
+            status_line = f"HTTP/1.1 {reply.status} {HTTPStatus(reply.status).phrase}"
+        headers = [("Date", formatdate(usegmt=True)), ("Server", SERVER_HEADER)]
+        if reply.content_type == replies.XML_TYPE and not reply.crashed:
+            headers.append(("Vary", "Accept-Encoding"))
+        headers += list(reply.headers)
+        headers.append(("Content-Length", str(len(body))))
+        if closing:
+            headers.append(("Connection", "close"))
+        headers.append(("Content-Type", reply.content_type))
+        head = status_line + "\r\n" + "".join(f"{k}: {v}\r\n" for k, v in headers) + "\r\n"
+        if kind == "truncated":
+            body = body[: len(body) // 2]
+        self.wfile.write(head.encode("latin-1") + (b"" if self.command == "HEAD" else body))
+        self.wfile.flush()
+        self.log_request(reply.status, len(body))
+        if closing:
+            self.close_connection = True
+
+    def _fault_before(self, fault: Fault) -> None:
+        if fault.kind == "reset":
+            self._reset()
+        elif fault.kind == "http500":
+            self._send(Reply(b"<html><body><h1>500 Internal Server Error</h1></body></html>",
+                             500, replies.HTML_TYPE))
+        elif fault.kind == "http503":
+            retry = str(max(0, round(fault.seconds))) if fault.seconds is not None else "1"
+            self._send(Reply(b"<html><body><h1>503 Service Unavailable</h1></body></html>",
+                             503, replies.HTML_TYPE, (("Retry-After", retry),)))
+        elif fault.kind == "maintenance":
+            self._send(replies.error("project down for maintenance", -183))
+
+    def _reset(self) -> None:
+        """Drop the connection with a TCP RST and no reply."""
+        with contextlib.suppress(OSError):
+            self.connection.setsockopt(
+                socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+            self.connection.close()
+        self.close_connection = True
+
+
+class EmulatorServer:
+    """An emulated BOINC 8.3 project serving remote job submission on loopback.
+
+    >>> with EmulatorServer(state_dir=tmp) as srv:      # doctest: +SKIP
+    ...     httpx.post(srv.url + "submit_rpc_handler.php", data={"request": "<ping/>"})
+    """
+
+    def __init__(
+        self,
+        state_dir: str | Path | None = None,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        job_delay: float = 0.5,
+        volunteers: int = 2,
+        quorum: int = 1,
+        project_path: str = "/boinctest/",
+        *,
+        allow_remote: bool = False,
+        inline_apps: bool = False,
+        paused: bool = False,
+        completed_job_mode: str = "crash",
+        mod_time_resolution: float = 1.0,
+        max_upload_files: int = 20,
+        max_file_size: int = 2 * 1024 * 1024,
+        max_post_size: int = 8 * 1024 * 1024,
+        log: TextIO | None = None,
+    ) -> None:
+        if not allow_remote and not is_loopback(host):
+            raise ValueError(f"refusing to serve on non-loopback host {host!r} "
+                             "(pass allow_remote=True / --allow-remote)")
+        if completed_job_mode not in ("crash", "full"):
+            raise ValueError("completed_job_mode must be 'crash' or 'full'")
+        if quorum < 1:
+            raise ValueError("quorum must be >= 1")
+        self._tmp = state_dir is None
+        self.state_dir = Path(state_dir) if state_dir else Path(
+            tempfile.mkdtemp(prefix="boinc-emulator-"))
+        self.host = host
+        self.port = port
+        self.project_path = "/" + project_path.strip("/") + "/" if project_path.strip("/") else "/"
+        self.config = ProjectConfig(
+            quorum=quorum, max_upload_files=max_upload_files, max_file_size=max_file_size,
+            max_post_size=max_post_size, completed_job_mode=completed_job_mode)
+        self.job_delay = job_delay
+        self.nvolunteers = volunteers
+        self.inline_apps = inline_apps
+        self.mod_time_resolution = mod_time_resolution
+        self.faults = FaultInjector()
+        self.errors: list[str] = []
+        self._log_stream = log
+        self._start_paused = paused
+        self._stats: Counter[str] = Counter()
+        self._stats_lock = threading.Lock()
+        self._conns: set[socket.socket] = set()
+        self._conns_lock = threading.Lock()
+        self._stopping = threading.Event()
+        self._httpd: _HTTPServer | None = None
+        self._thread: threading.Thread | None = None
+        self.store: Store | None = None
+        self.volunteer: Volunteer | None = None
+        self._project: Project | None = None
+
+    # -- lifecycle --
+
+    def start(self) -> EmulatorServer:
+        """Open the state, bind, and serve in background threads."""
+        self._stopping.clear()
+        self.store = Store(self.state_dir, self.mod_time_resolution)
+        self.store.default_authenticator()
+        self._project = Project(self.store, self.config)
+        family = socket.AF_INET6 if ":" in self.host else socket.AF_INET
+        self._httpd = _HTTPServer((self.host.strip("[]"), self.port), self, family)
+        self.port = self._httpd.server_address[1]
+        self._thread = threading.Thread(
+            target=self._httpd.serve_forever, kwargs={"poll_interval": 0.1},
+            name="boinc-emulator-http", daemon=True)
+        self._thread.start()
+        self.volunteer = Volunteer(
+            self.store, self.job_delay, self.nvolunteers, inline=self.inline_apps)
+        if self._start_paused:
+            self.volunteer.pause()
+        self.volunteer.start()
+        return self
+
+    def stop(self) -> None:
+        """Stop HTTP and volunteer threads; close the database."""
+        self._stopping.set()
+        if self._httpd is not None:
+            self._httpd.shutdown()
+            self._httpd.server_close()
+            with self._conns_lock:
+                for c in list(self._conns):
+                    with contextlib.suppress(OSError):
+                        c.shutdown(socket.SHUT_RDWR)
+            self._httpd = None
+        if self._thread is not None:
+            self._thread.join(5)
+            self._thread = None
+        if self.volunteer is not None:
+            self.volunteer.stop()
+            self.errors += self.volunteer.errors
+            self.volunteer = None
+        if self.store is not None:
+            self.store.close()
+            self.store = None
+            self._project = None
+        if self._tmp:
+            shutil.rmtree(self.state_dir, ignore_errors=True)
+
+    def __enter__(self) -> EmulatorServer:
+        return self.start() if self._httpd is None else self
+
+    def __exit__(
+        self, et: type[BaseException] | None, ev: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.stop()
+
+    # -- public API -------------------------------------------------------------------------------
+
+    @property
+    def project(self) -> Project:
+        if self._project is None:
+            raise RuntimeError("emulator not started")
+        return self._project
+
+    @property
+    def url(self) -> str:
+        host = f"[{self.host.strip('[]')}]" if ":" in self.host else self.host
+        return f"http://{host}:{self.port}{self.project_path}"
+
+    @property
+    def authenticator(self) -> str:
+        """The default user's authenticator (submit access)."""
+        return self._store().default_authenticator()
+
+    def add_user(self, name: str, submit_access: bool = True) -> str:
+        """Create (or update) a user; return its authenticator."""
+        return self._store().add_user(name, submit_access)
+
+    def pause_volunteer(self) -> None:
+        """No job instance is sent after this returns; running ones finish."""
+        if self.volunteer is not None:
+            self.volunteer.pause()
+        else:
+            self._start_paused = True
+
+    def resume_volunteer(self) -> None:
+        if self.volunteer is not None:
+            self.volunteer.resume()
+        self._start_paused = False
+
+    def inject_fault(
+        self, kind: str, count: int = 1, rpc: str | None = None, seconds: float | None = None
+    ) -> None:
+        """Make the next ``count`` requests (of RPC or endpoint ``rpc``) fail with ``kind``."""
+        self.faults.add(kind, count, rpc, seconds)
+
+    def clear_faults(self) -> None:
+        self.faults.clear()
+
+    @property
+    def stats(self) -> dict[str, int]:
+        """Requests handled per RPC name (or endpoint), plus ``bytes_uploaded``."""
+        with self._stats_lock:
+            d = dict(self._stats)
+        d.setdefault("bytes_uploaded", 0)
+        return d
+
+    def reset_stats(self) -> None:
+        with self._stats_lock:
+            self._stats.clear()
+
+    def wait_idle(self, timeout: float = 30.0) -> bool:
+        """Wait until no job is UNSENT or IN_PROGRESS; False on timeout."""
+        deadline = time.monotonic() + timeout
+        store = self._store()
+        while True:
+            if store.count_active() == 0:
+                return True
+            if time.monotonic() >= deadline:
+                return False
+            time.sleep(0.05)
+
+    # -- internals --
+
+    def _store(self) -> Store:
+        if self.store is None:
+            raise RuntimeError("emulator not started")
+        return self.store
+
+    def _count(self, rpc: str, uploaded: int) -> None:
+        with self._stats_lock:
+            self._stats[rpc] += 1
+            self._stats["requests"] += 1
+            self._stats["bytes_uploaded"] += uploaded
+
+    def _track(self, conn: socket.socket, add: bool) -> None:
+        with self._conns_lock:
+            if add:
+                self._conns.add(conn)
+            else:
+                self._conns.discard(conn)
+
+    def _log(self, line: str) -> None:
+        if self._log_stream is not None:
+            with contextlib.suppress(ValueError, OSError):
+                self._log_stream.write(_SECRET.sub(r"\1***", line).rstrip("\n") + "\n")
+                self._log_stream.flush()

@@ -1,0 +1,213 @@
+"""A simulated volunteer host: runs job instances as local programs and reports them.
+
+Each of ``nthreads`` threads takes the oldest UNSENT instance whose job is at least
+``job_delay`` seconds old, marks it IN_PROGRESS, runs ``python -m gahp_boinc.emulator.apps
+<app> <args>`` over copies of the inputs (named by the input template's open names) in a
+scratch directory, keeps it IN_PROGRESS for at least ``job_delay`` seconds, then stores the
+outputs, the stderr in the BOINC client's format, exit status, elapsed and CPU time.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import os
+import secrets
+import shutil
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+from .apps import APPS, run_inline
+from .store import Claim, Store
+
+CORE_CLIENT_VERSION = "7.20.5"
+ERR_FILE_MISSING = -161
+ERR_FILE_TOO_BIG = -141
+_PKG_ROOT = str(Path(__file__).resolve().parents[2])
+
+
+def split_command_line(line: str) -> list[str]:
+    """Split a job's command line into words; single quotes group (BOINC job creator)."""
+    args: list[str] = []
+    cur: list[str] = []
+    quoted = started = False
+    for ch in line:
+        if ch == "'":
+            quoted, started = not quoted, True
+        elif ch.isspace() and not quoted:
+            if cur or started:
+                args.append("".join(cur))
+            cur, started = [], False
+        else:
+            cur.append(ch)
+    if cur or started:
+        args.append("".join(cur))
+    return args
+
+
+def format_stderr(log: str, exit_code: int) -> str:
+    """stderr_out as a BOINC 7 client reports it."""
+    message = ""
+    if exit_code:
+        message = (f"<message>\nprocess exited with code {exit_code} "
+                   f"({exit_code & 0xFFFFFFFF:#x}, {exit_code - 256})</message>\n")
+    return (f"\n<core_client_version>{CORE_CLIENT_VERSION}</core_client_version>\n<![CDATA[\n"
+            f"{message}<stderr_txt>\n{log}\n</stderr_txt>\n]]>\n")
+
+
+class Volunteer:
+    """Background threads that process UNSENT instances."""
+
+    def __init__(
+        self, store: Store, job_delay: float = 0.5, nthreads: int = 2, inline: bool = False,
+        app_timeout: float = 300.0,
+    ) -> None:
+        self.store = store
+        self.job_delay = job_delay
+        self.nthreads = max(1, nthreads)
+        self.inline = inline
+        self.app_timeout = app_timeout
+        self._stop = threading.Event()
+        self._paused = False
+        self._claim_lock = threading.Lock()
+        self._procs: set[subprocess.Popen[bytes]] = set()
+        self._procs_lock = threading.Lock()
+        self._threads: list[threading.Thread] = []
+        self.errors: list[str] = []
+
+    # -- control --
+
+    def start(self) -> None:
+        for i in range(self.nthreads):
+            t = threading.Thread(target=self._loop, name=f"volunteer-{i}", daemon=True)
+            t.start()
+            self._threads.append(t)
+        t = threading.Thread(target=self._reaper, name="volunteer-reaper", daemon=True)
+        t.start()
+        self._threads.append(t)
+
+    def pause(self) -> None:
+        """No instance is sent after this returns (running ones finish)."""
+        with self._claim_lock:
+            self._paused = True
+
+    def resume(self) -> None:
+        with self._claim_lock:
+            self._paused = False
+
+    @property
+    def paused(self) -> bool:
+        return self._paused
+
+    def stop(self, timeout: float = 5.0) -> None:
+        self._stop.set()
+        with self._procs_lock:
+            for p in self._procs:
+                p.kill()
+        for t in self._threads:
+            t.join(timeout)
+        self._threads.clear()
+
+    # -- work --
+
+    def _reaper(self) -> None:
+        while not self._stop.wait(1.0):
+            try:
+                self.store.expire_batches()
+            except Exception as e:  # noqa: BLE001 - keep the thread alive, remember why
+                self.errors.append(f"reaper: {e!r}")
+
+    def _loop(self) -> None:
+        while not self._stop.is_set():
+            try:
+                with self._claim_lock:
+                    claim = None
+                    if not self._paused:
+                        claim = self.store.claim(self.store.clock() - self.job_delay)
+                if claim is None:
+                    self._stop.wait(0.05)
+                    continue
+                self._process(claim)
+            except Exception as e:  # noqa: BLE001
+                if self._stop.is_set():
+                    return
+                self.errors.append(f"volunteer: {e!r}")
+                self._stop.wait(0.5)
+
+    def _process(self, claim: Claim) -> None:
+        spec = APPS[claim.app_name]
+        scratch = self.store.scratch_dir / f"r{claim.result_id}"
+        shutil.rmtree(scratch, ignore_errors=True)
+        scratch.mkdir(parents=True)
+        try:
+            for open_name, phys in zip(spec.inputs, claim.inputs, strict=False):
+                shutil.copyfile(self.store.file_path(phys), scratch / open_name)
+            args = split_command_line(claim.command_line)
+            started = time.monotonic()
+            code, log, cpu = self._execute(claim.app_name, args, scratch)
+            elapsed = time.monotonic() - started
+            if self._stop.wait(max(0.0, self.job_delay - elapsed)):
+                return  # shutting down: the instance is sent again after a restart
+            outputs: list[tuple[str, str, str]] = []
+            digest = hashlib.sha256()
+            if code == 0:
+                suffix = secrets.randbelow(2**31)
+                for i, open_name in enumerate(spec.outputs):
+                    src = scratch / open_name
+                    if not src.is_file():
+                        log += f"\noutput file {open_name} missing"
+                        code = ERR_FILE_MISSING
+                        break
+                    if src.stat().st_size > spec.max_nbytes:
+                        log += f"\noutput file {open_name} larger than {spec.max_nbytes} bytes"
+                        code = ERR_FILE_TOO_BIG
+                        break
+                    data = src.read_bytes()
+                    digest.update(hashlib.sha256(data).digest())
+                    rel = f"{claim.result_id}_{i}"
+                    shutil.move(src, self.store.upload_dir / rel)
+                    outputs.append((f"{claim.result_name}_r{suffix}_{i}", open_name, rel))
+            self.store.finish(
+                claim, code, round(elapsed, 6), round(cpu, 6), format_stderr(log, code),
+                outputs if code == 0 else [], digest.hexdigest(), ok=code == 0,
+            )
+        finally:
+            shutil.rmtree(scratch, ignore_errors=True)
+
+    def _execute(self, app: str, args: list[str], workdir: Path) -> tuple[int, str, float]:
+        """Run the app; return (exit code, combined stdout/stderr, CPU seconds)."""
+        if self.inline:
+            t0 = time.process_time()
+            code, log = run_inline(app, args, workdir)
+            return code, log.rstrip("\n"), time.process_time() - t0
+        env = dict(os.environ)
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (_PKG_ROOT, env.get("PYTHONPATH")) if p)
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "gahp_boinc.emulator.apps", app, *args],
+            cwd=workdir, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT, env=env,
+        )
+        with self._procs_lock:
+            self._procs.add(proc)
+        timer = threading.Timer(self.app_timeout, proc.kill)
+        timer.start()
+        cpu = 0.0
+        try:
+            assert proc.stdout is not None
+            out = proc.stdout.read()
+            proc.stdout.close()
+            try:
+                _, status, usage = os.wait4(proc.pid, 0)
+                proc.returncode = os.waitstatus_to_exitcode(status)
+                cpu = usage.ru_utime + usage.ru_stime
+            except ChildProcessError:  # reaped by kill(); returncode already set
+                proc.wait()
+        finally:
+            timer.cancel()
+            with self._procs_lock:
+                self._procs.discard(proc)
+        text = io.TextIOWrapper(io.BytesIO(out), encoding="utf-8", errors="replace").read()
+        return int(proc.returncode or 0), text.rstrip("\n"), cpu
