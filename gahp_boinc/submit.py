@@ -6,7 +6,9 @@ get_templates, create_batch, query_files (every distinct physical name once), up
 
 from __future__ import annotations
 
+import asyncio
 import logging
+import os
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
@@ -21,6 +23,7 @@ from gahp_boinc.staging import Md5Cache, StagingError, check_input, command_line
 log = logging.getLogger("gahp.boinc.submit")
 
 BATCH_INIT_STATE = "0"
+HASH_GROUP_BYTES = 32 * 1024 * 1024
 
 
 @attrs.frozen
@@ -81,7 +84,7 @@ async def submit(
                 f"{req.app} takes {templates.n_inputs}"
             )
 
-    digests = await _hash_all(list(paths.values()), md5, run_in_worker)
+    digests = await hash_all(list(paths.values()), md5, run_in_worker)
     phys_of = {src: physical_name(d, src) for src, d in zip(paths, digests, strict=True)}
     distinct: dict[str, Path] = {}
     for src, name in phys_of.items():
@@ -127,15 +130,35 @@ async def _step(what: str, aw: Awaitable[Any]) -> Any:
         raise RpcError(f"error {what}: {exc}", code=exc.code) from None
 
 
-async def _hash_all(
+async def hash_all(
     paths: Sequence[Path], md5: Md5Cache, run_in_worker: Callable[..., Awaitable[Any]]
 ) -> list[str]:
-    import asyncio
+    """MD5 of every file, off the event loop.
 
-    chunk = 64
-    groups = [list(paths[i : i + chunk]) for i in range(0, len(paths), chunk)]
+    Files go to the worker pool in groups of about ``HASH_GROUP_BYTES``: many small files
+    hash fastest in one thread (hashlib holds the GIL for small buffers), while big files
+    spread over the cores.
+    """
+    groups: list[list[Path]] = [[]]
+    size = 0
+    for p in paths:
+        try:
+            n = p.stat().st_size
+        except OSError as exc:
+            raise StagingError(f"cannot read input file {p}: {exc.strerror}") from None
+        if groups[-1] and size + n > HASH_GROUP_BYTES:
+            groups.append([])
+            size = 0
+        groups[-1].append(p)
+        size += n
+    limit = asyncio.Semaphore(max(1, os.cpu_count() or 1))
+
+    async def one(group: list[Path]) -> list[str]:
+        async with limit:
+            return await run_in_worker(md5.digest_many, group)
+
     try:
-        parts = await asyncio.gather(*(run_in_worker(md5.digest_many, g) for g in groups))
+        parts = await asyncio.gather(*(one(g) for g in groups if g))
     except OSError as exc:
         raise StagingError(f"cannot read input file: {exc}") from None
     return [d for part in parts for d in part]

@@ -1,0 +1,201 @@
+"""The BLAH backend: BLAH_* commands over gahp_lrms job drivers, as a gahp_core plugin.
+
+Handlers are plain functions (batch-system commands block), so they run in the core's
+bounded worker pool. Every failure is an error result with the field count HTCondor
+checks: 4 for submit, 5 for status, 3 for the others.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import shutil
+import threading
+from collections.abc import Sequence
+from pathlib import Path
+
+from gahp_blah import __version__
+from gahp_blah.config import BlahConfig, load_config
+from gahp_blah.jobids import BadJobId, JobId, make_job_id, parse_job_id
+from gahp_blah.status_ad import status_ad
+from gahp_blah.submit_ad import SubmitError, parse_submit_ad
+from gahp_core import BackendContext, Command, Version, hookimpl
+from gahp_lrms import Driver, DriverError, get_driver
+
+log = logging.getLogger("gahp.blah")
+
+OK = ("0", "No error")
+
+
+@hookimpl
+def gahp_version() -> Version:
+    return Version(__version__, "Python BLAH")
+
+
+@hookimpl
+def gahp_add_options(parser: argparse.ArgumentParser) -> None:
+    g = parser.add_argument_group("BLAH")
+    g.add_argument("--config", metavar="FILE", help="TOML configuration (default $BLAHPD_CONFIG)")
+    g.add_argument(
+        "--state-dir",
+        metavar="DIR",
+        help="where job state is kept across restarts "
+        "(default $BLAHPD_STATE_DIR, else $XDG_STATE_HOME/gahp-blah)",
+    )
+
+
+class Failure(Exception):
+    """A request that failed; the message is the error string of the result."""
+
+
+class BlahBackend:
+    """Drivers by gridtype, created on first use and shared by the worker threads."""
+
+    def __init__(self, config: BlahConfig) -> None:
+        self.config = config
+        self._drivers: dict[str, Driver] = {}
+        self._lock = threading.Lock()
+
+    def driver(self, lrms: str) -> Driver:
+        if lrms not in self.config.drivers:
+            raise Failure(
+                f"batch system {lrms!r} is not supported here "
+                f"(enabled: {', '.join(self.config.drivers)})"
+            )
+        with self._lock:
+            drv = self._drivers.get(lrms)
+            if drv is None:
+                options = self.config.driver_options.get(lrms, {})
+                try:
+                    drv = get_driver(lrms, options, self.config.state_dir / lrms)
+                except DriverError as exc:
+                    raise Failure(str(exc)) from None
+                self._drivers[lrms] = drv
+            return drv
+
+    def _job(self, text: str) -> tuple[JobId, Driver]:
+        try:
+            jid = parse_job_id(text)
+        except BadJobId as exc:
+            raise Failure(str(exc)) from None
+        return jid, self.driver(jid.lrms)
+
+    # ---- handlers (worker pool) -------------------------------------------------------------
+
+    def submit(self, args: Sequence[str]) -> tuple[str, ...]:
+        try:
+            ad = parse_submit_ad(args[0], self.config.default_gridtype)
+        except SubmitError as exc:
+            raise Failure(str(exc)) from None
+        drv = self.driver(ad.gridtype)
+        native = _call(drv.submit, ad.spec)
+        jid = make_job_id(ad.gridtype, native)
+        if ad.proxy:
+            self._remember_proxy(jid, ad.proxy)
+        log.info("submitted %s", jid)
+        return (*OK, str(jid))
+
+    def status(self, args: Sequence[str]) -> tuple[str, ...]:
+        jid, drv = self._job(args[0])
+        info = _call(drv.status, jid.native)
+        return (*OK, str(int(info.status)), status_ad(jid.native, info))
+
+    def cancel(self, args: Sequence[str]) -> tuple[str, ...]:
+        jid, drv = self._job(args[0])
+        _call(drv.cancel, jid.native)
+        return OK
+
+    def hold(self, args: Sequence[str]) -> tuple[str, ...]:
+        jid, drv = self._job(args[0])
+        _call(drv.hold, jid.native)
+        return OK
+
+    def resume(self, args: Sequence[str]) -> tuple[str, ...]:
+        jid, drv = self._job(args[0])
+        _call(drv.resume, jid.native)
+        return OK
+
+    def refresh_proxy(self, args: Sequence[str]) -> tuple[str, ...]:
+        jid, drv = self._job(args[0])
+        new = Path(args[1])
+        if not new.is_file() or not os.access(new, os.R_OK):
+            raise Failure(f"proxy file {new} is not a readable file")
+        info = _call(drv.status, jid.native)
+        if info.finished:
+            raise Failure(f"job {jid} has finished: no proxy to refresh")
+        old = self._recorded_proxy(jid)
+        if old is not None and old.resolve() != new.resolve():
+            tmp = old.with_name(f".{old.name}.refresh-{os.getpid()}")
+            shutil.copyfile(new, tmp)
+            os.chmod(tmp, 0o600)
+            os.replace(tmp, old)
+        return OK
+
+    def ping(self, args: Sequence[str]) -> tuple[str, ...]:
+        _call(self.driver(args[0]).ping)
+        return OK
+
+    # ---- proxies ----------------------------------------------------------------------------
+
+    def _proxy_record(self, jid: JobId) -> Path:
+        return self.config.state_dir / "proxies" / f"{jid.lrms}_{jid.date}_{jid.native}"
+
+    def _remember_proxy(self, jid: JobId, proxy: str) -> None:
+        rec = self._proxy_record(jid)
+        rec.parent.mkdir(parents=True, exist_ok=True)
+        tmp = rec.with_name(rec.name + ".tmp")
+        tmp.write_text(os.path.abspath(proxy))
+        os.replace(tmp, rec)
+
+    def _recorded_proxy(self, jid: JobId) -> Path | None:
+        try:
+            return Path(self._proxy_record(jid).read_text().strip())
+        except OSError:
+            return None
+
+    def commands(self) -> list[Command]:
+        def cmd(name, handler, nargs, fields_on_error):
+            return Command(name, _errors(handler), nargs=nargs, error_result=fields_on_error)
+
+        three = lambda msg: ("1", msg)  # noqa: E731
+        return [
+            cmd("BLAH_JOB_SUBMIT", self.submit, 1, lambda msg: ("1", msg, "N/A")),
+            cmd("BLAH_JOB_STATUS", self.status, 1, lambda msg: ("1", msg, "0", "N/A")),
+            cmd("BLAH_JOB_CANCEL", self.cancel, 1, three),
+            cmd("BLAH_JOB_HOLD", self.hold, 1, three),
+            cmd("BLAH_JOB_RESUME", self.resume, 1, three),
+            cmd("BLAH_JOB_REFRESH_PROXY", self.refresh_proxy, 2, three),
+            cmd("BLAH_PING", self.ping, 1, three),
+        ]
+
+
+def _call(fn, *args):
+    try:
+        return fn(*args)
+    except DriverError as exc:
+        raise Failure(str(exc)) from None
+
+
+def _errors(handler):
+    """Let expected failures through with their message; describe unexpected ones."""
+
+    def run(args):
+        try:
+            return handler(args)
+        except Failure:
+            raise
+        except OSError as exc:
+            raise Failure(f"local file error: {exc}") from None
+        except Exception as exc:
+            log.exception("unexpected failure")
+            raise Failure(f"internal error: {type(exc).__name__}: {exc}") from None
+
+    return run
+
+
+@hookimpl
+def gahp_commands(context: BackendContext) -> list[Command]:
+    config = load_config(context.options)
+    config.state_dir.mkdir(parents=True, exist_ok=True)
+    return BlahBackend(config).commands()

@@ -1,0 +1,167 @@
+"""Submit ClassAds (parsed by HTCondor's own ``classad2``) into job driver specs."""
+
+from __future__ import annotations
+
+import math
+import os
+from pathlib import Path
+from typing import Any
+
+import attrs
+
+from gahp_blah.arguments import (
+    SyntaxProblem,
+    parse_env_v1,
+    parse_env_v2,
+    split_v1,
+    split_v2,
+)
+from gahp_lrms import JobSpec
+
+
+class SubmitError(Exception):
+    """A submit ClassAd that cannot be turned into a job; the message says which attribute."""
+
+
+@attrs.frozen
+class SubmitAd:
+    """What BLAH_JOB_SUBMIT asks for."""
+
+    gridtype: str
+    spec: JobSpec
+    proxy: str | None = None
+    transfer_input: tuple[str, ...] = ()
+    transfer_output: tuple[str, ...] = ()
+
+
+def _load_classad(text: str) -> Any:
+    try:
+        import classad2
+    except ImportError as exc:  # pragma: no cover - depends on the installation
+        raise SubmitError(
+            "ClassAd support is not installed (pip install 'gahp[blah]' for htcondor's classad2)"
+        ) from exc
+    try:
+        return classad2.ClassAd(text)
+    except Exception as exc:
+        raise SubmitError(f"cannot parse the submit ClassAd: {exc}") from None
+
+
+class _Ad:
+    """Case-insensitive, evaluated, type-checked access to a ClassAd's attributes."""
+
+    def __init__(self, ad: Any) -> None:
+        self._ad = ad
+        self._keys = {k.lower(): k for k in ad}
+
+    def has(self, name: str) -> bool:
+        return name.lower() in self._keys
+
+    def _value(self, name: str) -> Any:
+        key = self._keys.get(name.lower())
+        if key is None:
+            return None
+        try:
+            value = self._ad.eval(key)
+        except Exception as exc:
+            raise SubmitError(f"attribute {name} cannot be evaluated: {exc}") from None
+        if value is None:
+            return None
+        if type(value).__name__ == "Value":  # classad2's UNDEFINED and ERROR
+            if value.name.lower() == "undefined":
+                return None
+            raise SubmitError(f"attribute {name} evaluates to {value.name.upper()}")
+        return value
+
+    def string(self, name: str) -> str | None:
+        value = self._value(name)
+        if value is None:
+            return None
+        if not isinstance(value, str):
+            raise SubmitError(f"attribute {name} must be a string, not {value!r}")
+        return value
+
+    def integer(self, name: str) -> int | None:
+        value = self._value(name)
+        if value is None:
+            return None
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            if isinstance(value, str) and value.strip().isdigit():
+                return int(value)
+            raise SubmitError(f"attribute {name} must be a number, not {value!r}")
+        if value <= 0:
+            raise SubmitError(f"attribute {name} must be positive, not {value!r}")
+        return math.ceil(value)
+
+
+def _file_list(text: str | None) -> tuple[str, ...]:
+    if not text:
+        return ()
+    return tuple(item.strip() for item in text.split(",") if item.strip())
+
+
+def parse_submit_ad(text: str, default_gridtype: str | None = None) -> SubmitAd:
+    """Read a BLAH submit ClassAd; raise :class:`SubmitError` with a clear message."""
+    ad = _Ad(_load_classad(text))
+    gridtype = ad.string("gridtype") or default_gridtype
+    if not gridtype:
+        raise SubmitError("attribute gridtype is missing (which batch system?)")
+    cmd = ad.string("Cmd")
+    if not cmd:
+        raise SubmitError("attribute Cmd (the executable) is missing")
+    iwd = ad.string("Iwd")
+    if iwd is not None and not os.path.isabs(iwd):
+        raise SubmitError(f"attribute Iwd must be an absolute path, not {iwd!r}")
+    try:
+        if ad.has("Arguments"):
+            arguments = split_v2(ad.string("Arguments") or "")
+        else:
+            arguments = split_v1(ad.string("Args") or "")
+        if ad.has("Environment"):
+            environment = parse_env_v2(ad.string("Environment") or "")
+        else:
+            environment = parse_env_v1(ad.string("Env") or "")
+    except SyntaxProblem as exc:
+        raise SubmitError(str(exc)) from None
+
+    node_number = ad.integer("NodeNumber")
+    granularity = ad.integer("SMPGranularity")
+    host_size = ad.integer("HostSMPSize")
+    nodes = cpus = None
+    if node_number and granularity:
+        nodes, cpus = math.ceil(node_number / granularity), granularity
+    elif node_number:
+        cpus = node_number
+    if host_size:
+        cpus = host_size
+    transfer_input = _file_list(ad.string("TransferInput"))
+    base = Path(iwd) if iwd else None
+    for name in transfer_input:
+        p = Path(name) if os.path.isabs(name) or base is None else base / name
+        if not p.exists():
+            raise SubmitError(f"input file {name} (TransferInput) does not exist")
+    try:
+        spec = JobSpec(
+            executable=cmd,
+            arguments=tuple(arguments),
+            environment=environment,
+            stdin=ad.string("In"),
+            stdout=ad.string("Out"),
+            stderr=ad.string("Err"),
+            workdir=iwd,
+            queue=ad.string("Queue"),
+            project=ad.string("BatchProject"),
+            memory_mb=ad.integer("RequestMemory"),
+            runtime_s=ad.integer("BatchRuntime"),
+            nodes=nodes,
+            cpus_per_node=cpus,
+        )
+    except (ValueError, TypeError) as exc:
+        raise SubmitError(f"bad job description: {exc}") from None
+    return SubmitAd(
+        gridtype=gridtype.lower(),
+        spec=spec,
+        proxy=ad.string("x509UserProxy"),
+        transfer_input=transfer_input,
+        transfer_output=_file_list(ad.string("TransferOutput")),
+    )

@@ -1,0 +1,251 @@
+"""blahpd spawned as a subprocess, driving real batch systems (fork always, Slurm when up)."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from gahp_core.escaping import split
+from gahp_core.testing import GahpClient, GahpConformance
+
+BLAHPD = [sys.executable, "-m", "gahp_blah"]
+
+PROGRAM = r"""
+import json, os, sys, time
+data = {"argv": sys.argv[1:], "cwd": os.getcwd(), "stdin": sys.stdin.read(),
+        "env": {k: v for k, v in os.environ.items() if k.startswith("BT_")}}
+print(json.dumps(data))
+print("to stderr", file=sys.stderr)
+time.sleep(float(os.environ.get("BT_SLEEP", "0")))
+sys.exit(int(os.environ.get("BT_EXIT", "0")))
+"""
+
+
+class TestBlahpdConformance(GahpConformance):
+    server_command = BLAHPD
+    async_probe = "BLAH_PING {reqid} fork"
+
+
+def ad_string(**attrs: object) -> str:
+    parts = []
+    for k, v in attrs.items():
+        if isinstance(v, str):
+            v = '"' + v.replace("\\", "\\\\").replace('"', '\\"') + '"'
+        parts.append(f"{k} = {v}")
+    return "[ " + "; ".join(parts) + " ]"
+
+
+def v2(args: list[str]) -> str:
+    return " ".join("'" + a.replace("'", "''") + "'" for a in args)
+
+
+@pytest.fixture(params=["fork", "slurm"])
+def lrms(request, slurm_env) -> str:
+    if request.param == "slurm" and slurm_env is None:
+        reason = "Slurm is not reachable (start it with `bash .ci/slurm-up.sh`)"
+        if os.environ.get("GAHP_REQUIRE_SLURM") == "1":
+            pytest.fail(f"GAHP_REQUIRE_SLURM=1 but {reason}", pytrace=False)
+        pytest.skip(reason)
+    return request.param
+
+
+@pytest.fixture
+def program(tmp_path) -> Path:
+    path = tmp_path / "report prog.py"
+    path.write_text(f"#!{sys.executable}\n{PROGRAM}")
+    path.chmod(0o755)
+    return path
+
+
+class Blah:
+    """A blahpd process and the helpers the tests need."""
+
+    def __init__(self, state: Path, env: dict[str, str] | None) -> None:
+        self.state = state
+        self.env = env
+        self.client = GahpClient([*BLAHPD, "--state-dir", str(state)], env=env)
+
+    def submit(self, **attrs: object) -> list[str]:
+        return self.client.call("BLAH_JOB_SUBMIT", ad_string(**attrs), timeout=60)
+
+    def status(self, jobid: str) -> tuple[int, dict]:
+        res = self.client.call("BLAH_JOB_STATUS", jobid, timeout=60)
+        assert len(res) == 4 and res[0] == "0", res
+        import classad2
+
+        ad = classad2.ClassAd(res[3])
+        return int(res[2]), {k: ad[k] for k in ad}
+
+    def wait(self, jobid: str, *states: int, timeout: float = 60) -> dict:
+        deadline = time.monotonic() + timeout
+        while True:
+            st, ad = self.status(jobid)
+            if st in states:
+                return ad
+            assert time.monotonic() < deadline, (jobid, st, ad)
+            time.sleep(0.2)
+
+    def restart(self) -> None:
+        self.client.proc.send_signal(signal.SIGKILL)
+        self.client.close()
+        self.client = GahpClient([*BLAHPD, "--state-dir", str(self.state)], env=self.env)
+
+    def close(self) -> None:
+        self.client.close()
+
+
+@pytest.fixture
+def blah(tmp_path, slurm_env):
+    b = Blah(tmp_path / "state", slurm_env)
+    yield b
+    b.close()
+
+
+def test_job_life_with_tricky_arguments(blah, lrms, program, tmp_path):
+    work = tmp_path / "work dir"
+    work.mkdir()
+    (work / "stdin.txt").write_text("from stdin\n")
+    args = ["two words", "it's", 'say "hi"', "$(touch pwned)", "a;b", ""]
+    res = blah.submit(
+        Cmd=str(program),
+        Arguments=v2(args),
+        Iwd=str(work),
+        In="stdin.txt",
+        Out="out.txt",
+        Err=str(tmp_path / "err.txt"),
+        Environment=v2(["BT_X=x y", "BT_EXIT=7", "BT_SLEEP=1"]),
+        gridtype=lrms,
+    )
+    assert len(res) == 3 and res[0] == "0", res
+    jobid = res[2]
+    assert jobid.startswith(f"{lrms}/") and " " not in jobid
+    seen = set()
+    deadline = time.monotonic() + 90
+    while True:
+        st, ad = blah.status(jobid)
+        seen.add(st)
+        if st == 4:
+            break
+        assert st in (1, 2) and time.monotonic() < deadline, (st, ad)
+        time.sleep(0.2)
+    assert 2 in seen or lrms == "slurm"  # a 1 s job may be missed between two polls
+    assert ad["ExitCode"] == 7 and ad["JobStatus"] == 4 and ad["BatchJobId"]
+    report = json.loads((work / "out.txt").read_text())
+    assert report["argv"] == args
+    assert report["cwd"] == str(work)
+    assert report["stdin"] == "from stdin\n"
+    assert report["env"]["BT_X"] == "x y"
+    assert (tmp_path / "err.txt").read_text() == "to stderr\n"
+    assert not (work / "pwned").exists()
+
+
+def test_cancel_running_job(blah, lrms, program, tmp_path):
+    res = blah.submit(
+        Cmd=str(program),
+        Iwd=str(tmp_path),
+        Environment="BT_SLEEP=60",
+        Out="o",
+        Err="e",
+        gridtype=lrms,
+    )
+    jobid = res[2]
+    blah.wait(jobid, 2)
+    assert blah.client.call("BLAH_JOB_CANCEL", jobid, timeout=60) == ["0", "No error"]
+    blah.wait(jobid, 3)
+
+
+def test_hold_and_resume(blah, lrms, program, tmp_path):
+    blocker = None
+    if lrms == "slurm":
+        # keep the next job pending: fill the node first
+        res = blah.submit(
+            Cmd=str(program),
+            Iwd=str(tmp_path),
+            Environment="BT_SLEEP=120",
+            HostSMPSize=os.cpu_count(),
+            Out="b",
+            Err="be",
+            gridtype=lrms,
+        )
+        blocker = res[2]
+        blah.wait(blocker, 2)
+    res = blah.submit(
+        Cmd=str(program),
+        Iwd=str(tmp_path),
+        Environment="BT_SLEEP=2",
+        Out="o",
+        Err="e",
+        gridtype=lrms,
+    )
+    jobid = res[2]
+    assert blah.client.call("BLAH_JOB_HOLD", jobid, timeout=60) == ["0", "No error"]
+    ad = blah.wait(jobid, 5)
+    assert ad.get("HoldReason")
+    assert blah.client.call("BLAH_JOB_RESUME", jobid, timeout=60) == ["0", "No error"]
+    blah.wait(jobid, 1, 2, 4)
+    if blocker:
+        blah.client.call("BLAH_JOB_CANCEL", blocker, timeout=60)
+    ad = blah.wait(jobid, 4, timeout=90)
+    assert ad["ExitCode"] == 0
+
+
+def test_status_survives_a_restart(blah, lrms, program, tmp_path):
+    res = blah.submit(
+        Cmd=str(program),
+        Iwd=str(tmp_path),
+        Environment="BT_EXIT=5 BT_SLEEP=1",
+        Out="o",
+        Err="e",
+        gridtype=lrms,
+    )
+    jobid = res[2]
+    blah.restart()  # kill -9 while the job runs
+    ad = blah.wait(jobid, 4)
+    assert ad["ExitCode"] == 5
+    blah.restart()
+    assert blah.status(jobid)[0] == 4
+
+
+def test_error_results_have_the_right_field_counts(blah):
+    c = blah.client
+    res = c.call("BLAH_JOB_SUBMIT", "[ Cmd = ")
+    assert len(res) == 3 and res[0] != "0" and res[2] == "N/A"
+    res = c.call("BLAH_JOB_SUBMIT", ad_string(Cmd="/bin/true", gridtype="lsf"))
+    assert len(res) == 3 and "lsf" in res[1] and res[2] == "N/A"
+    res = c.call("BLAH_JOB_SUBMIT", ad_string(Arguments="x", gridtype="fork"))
+    assert len(res) == 3 and "Cmd" in res[1]
+    res = c.call("BLAH_JOB_STATUS", "not-a-job-id")
+    assert len(res) == 4 and res[0] != "0" and "malformed job id" in res[1]
+    for cmd in ("BLAH_JOB_CANCEL", "BLAH_JOB_HOLD", "BLAH_JOB_RESUME"):
+        res = c.call(cmd, "nope/x/1")
+        assert len(res) == 2 and res[0] != "0", res
+    res = c.call("BLAH_PING", "nosuch")
+    assert len(res) == 2 and res[0] != "0"
+    assert c.call("BLAH_PING", "fork") == ["0", "No error"]
+    assert c.command("BLAH_JOB_STATUS", "1")[0] == "E"  # missing job id
+    assert "BLAH_JOB_SIGNAL" not in c.command("COMMANDS")
+
+
+def test_escaped_classad_on_the_wire(blah, program, tmp_path):
+    """The ad arrives escaped as one argument, as HTCondor sends it."""
+    ad = ad_string(
+        Cmd=str(program), Arguments=v2(["a b"]), Iwd=str(tmp_path), Out="o", gridtype="fork"
+    )
+    rid = blah.client.reqid()
+    line = (
+        f"BLAH_JOB_SUBMIT {rid} ".encode()
+        + ad.replace("\\", "\\\\").replace(" ", "\\ ").encode()
+        + b"\r\n"
+    )
+    blah.client.send_raw(line)
+    assert split(blah.client.read_line()) == ["S"]
+    res = blah.client.wait_results([rid])[rid]
+    assert res[0] == "0", res
+    blah.wait(res[2], 4)
+    assert json.loads((tmp_path / "o").read_text())["argv"] == ["a b"]
