@@ -12,7 +12,8 @@ from collections.abc import Sequence
 import pluggy
 
 from gahp_core import __version__
-from gahp_core.builtins import BuiltinCommands
+from gahp_core.dialect import Dialect
+from gahp_core.gahp_dialect import GahpDialect
 from gahp_core.hooks import BackendContext, BackendNotFound, load_backend, plugin_manager
 from gahp_core.logs import REDACTOR, setup_logging
 from gahp_core.protocol import Version
@@ -51,39 +52,53 @@ def add_core_options(parser: argparse.ArgumentParser, log_env: str = "GAHP_LOG")
 
 
 def build_server(pm: pluggy.PluginManager, options: argparse.Namespace) -> GahpServer:
-    """Collect every plugin's commands and version into a server."""
+    """Collect the dialect, every plugin's commands and the version into a server."""
+    dialect = pm.hook.gahp_dialect() or GahpDialect()
     ref: list[GahpServer] = []
-    pm.register(BuiltinCommands(ref), name="builtins")
+    pm.register(dialect.builtins(ref), name="builtins")
     server_options = ServerOptions(
         workers=max(1, options.workers), max_in_flight=max(0, options.max_in_flight)
     )
-    holder: dict[str, GahpServer] = {}
+
+    def server() -> GahpServer:
+        return ref[0]
 
     async def run_in_worker(fn, *args):
-        return await holder["server"].run_in_worker(fn, *args)
+        return await server().run_in_worker(fn, *args)
 
     context = BackendContext(
         options=options,
         logger=logging.getLogger("gahp.backend"),
         redact=REDACTOR.add,
         run_in_worker=run_in_worker,
+        spawn=lambda coro: server().spawn(coro),
+        notify=lambda fields: dialect.notify(server(), fields),
     )
     commands = [c for group in pm.hook.gahp_commands(context=context) for c in group]
     version = pm.hook.gahp_version() or Version(__version__, "Python GAHP")
-    server = GahpServer(commands, version, server_options, context.shutdown_callbacks)
-    ref.append(server)
-    holder["server"] = server
-    return server
+    built = GahpServer(commands, version, server_options, context.shutdown_callbacks, dialect)
+    ref.append(built)
+    return built
+
+
+def dialect_of(pm: pluggy.PluginManager) -> Dialect:
+    """The dialect the registered backend speaks."""
+    return pm.hook.gahp_dialect() or GahpDialect()
 
 
 def run(pm: pluggy.PluginManager, options: argparse.Namespace) -> int:
     """Build the server, speak the protocol on stdin/stdout, and exit promptly."""
-    setup_logging(options.log, options.log_level)
+    quiet_stderr = dialect_of(pm).uses_stderr
+    if quiet_stderr and options.log in ("-", "stderr"):
+        print("error: this server's stderr carries its protocol: log to a file", file=sys.stderr)
+        return 2
+    setup_logging(options.log, options.log_level, stderr_default=not quiet_stderr)
     try:
         server = build_server(pm, options)
     except Exception as exc:
         log.exception("cannot start")
-        print(f"error: cannot start the GAHP server: {exc}", file=sys.stderr)
+        if not quiet_stderr:
+            print(f"error: cannot start the GAHP server: {exc}", file=sys.stderr)
         return 2
     log.info("starting: %s", server.version.banner())
     code = asyncio.run(server.serve())

@@ -59,10 +59,11 @@ class Command:
     parse: Parser | None = None
     error_result: Callable[[str], Fields] = _default_error
 
-    @property
-    def is_coroutine(self) -> bool:
-        """Whether the handler runs on the event loop rather than in the worker pool."""
-        return inspect.iscoroutinefunction(self.handler)
+    is_coroutine: bool = attrs.field(init=False, eq=False, repr=False)
+    """Whether the handler runs on the event loop rather than in the worker pool."""
+
+    def __attrs_post_init__(self) -> None:
+        object.__setattr__(self, "is_coroutine", inspect.iscoroutinefunction(self.handler))
 
     def accepts(self, count: int) -> bool:
         """Whether ``count`` arguments fit ``nargs``."""

@@ -11,13 +11,16 @@ import importlib
 import importlib.metadata
 import logging
 from collections.abc import Awaitable, Callable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import attrs
 import pluggy
 
 from gahp_core.commands import Command
 from gahp_core.protocol import Version
+
+if TYPE_CHECKING:
+    from gahp_core.dialect import Dialect
 
 PROJECT_NAME = "gahp"
 ENTRY_POINT_GROUP = "gahp.backends"
@@ -36,6 +39,10 @@ class BackendContext:
     """Register a secret: it is masked in every log line from then on."""
     run_in_worker: Callable[..., Awaitable[Any]]
     """``await run_in_worker(fn, *args)``: run blocking work in the bounded worker pool."""
+    spawn: Callable[[Any], Any] = attrs.field(default=None)
+    """``spawn(coroutine)``: run background work on the loop; cancelled at shutdown."""
+    notify: Callable[[Sequence[str]], None] = attrs.field(default=None)
+    """``notify(fields)``: an asynchronous notification, in dialects that have them."""
     shutdown_callbacks: list[Callable[[], Any]] = attrs.field(factory=list)
 
     def on_shutdown(self, callback: Callable[[], Any]) -> None:
@@ -49,6 +56,10 @@ class GahpSpec:
     @hookspec(firstresult=True)
     def gahp_version(self) -> Version | None:
         """The version for the banner and VERSION."""
+
+    @hookspec(firstresult=True)
+    def gahp_dialect(self) -> Dialect | None:
+        """The protocol dialect the backend speaks (default: GAHP)."""
 
     @hookspec
     def gahp_add_options(self, parser: argparse.ArgumentParser) -> None:

@@ -1,8 +1,9 @@
-"""The runtime: stdin -> dispatch -> stdout, the worker pool, the result queue, shutdown.
+"""The runtime: stdin -> dialect -> stdout (and stderr), the worker pool, shutdown.
 
-Everything runs on one asyncio event loop: input is read, dispatched and answered in
-order; coroutine handlers run on the loop, plain handlers in a bounded thread pool; one
-writer serialises output so that an ``R`` never lands inside another line.
+Everything runs on one asyncio event loop: input is framed and handed to the dialect in
+order; coroutine handlers run on the loop, plain handlers in a bounded thread pool; every
+write goes through one serialising :class:`Output`, so lines never interleave. What the
+lines mean (GAHP, Ninf-G) is the dialect's business: see :mod:`gahp_core.dialect`.
 """
 
 from __future__ import annotations
@@ -10,31 +11,22 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import contextlib
+import functools
+import gc
 import logging
 import os
 import signal
 import sys
-from collections.abc import Awaitable, Callable, Iterable, Sequence
-from typing import Any, BinaryIO
+from collections.abc import Awaitable, Callable, Coroutine, Iterable, Sequence
+from typing import TYPE_CHECKING, Any, BinaryIO
 
 import attrs
 
-from gahp_core.commands import BadRequest, Command, Refused
-from gahp_core.escaping import LineSplitter
-from gahp_core.protocol import (
-    ERROR,
-    FAILURE,
-    SUCCESS,
-    THREADS_LIMIT_REACHED,
-    Request,
-    Version,
-    format_line,
-    format_raw,
-    format_return,
-    parse_reqid,
-    parse_request,
-)
-from gahp_core.results import ResultQueue
+from gahp_core.commands import Command
+from gahp_core.protocol import Version
+
+if TYPE_CHECKING:
+    from gahp_core.dialect import Dialect
 
 log = logging.getLogger("gahp.server")
 
@@ -63,9 +55,12 @@ class Output:
         self._write = write
         self.prefix = ""
         self._pending: list[str] | None = None
+        self.closed = False
 
     def line(self, text: str) -> None:
-        """Write one complete line (already formatted, ending in LF)."""
+        """Write one complete line (already formatted, terminator included)."""
+        if self.closed:
+            return
         if self._pending is not None:
             self._pending.append(text)
         else:
@@ -79,12 +74,12 @@ class Output:
     def release(self) -> None:
         """Write everything buffered since :meth:`hold` in one call."""
         pending, self._pending = self._pending, None
-        if pending:
+        if pending and not self.closed:
             self._write("".join(pending).encode(ENCODING, ERRORS))
 
 
 class GahpServer:
-    """A GAHP server over a set of commands: the protocol engine and its event loop."""
+    """A server over a set of commands, speaking ``dialect`` (GAHP unless told otherwise)."""
 
     def __init__(
         self,
@@ -92,7 +87,13 @@ class GahpServer:
         version: Version,
         options: ServerOptions | None = None,
         shutdown_callbacks: Sequence[Callable[[], Any]] = (),
+        dialect: Dialect | None = None,
     ) -> None:
+        if dialect is None:
+            from gahp_core.gahp_dialect import GahpDialect
+
+            dialect = GahpDialect()
+        self.dialect = dialect
         self.options = options or ServerOptions()
         self.version = version
         self.commands: dict[str, Command] = {}
@@ -100,7 +101,6 @@ class GahpServer:
             if cmd.name in self.commands:
                 raise ValueError(f"command {cmd.name} declared twice")
             self.commands[cmd.name] = cmd
-        self.results = ResultQueue()
         self.executor = concurrent.futures.ThreadPoolExecutor(
             max_workers=self.options.workers, thread_name_prefix="gahp-worker"
         )
@@ -108,14 +108,27 @@ class GahpServer:
         self._inflight: set[asyncio.Future[Any]] = set()
         self._stopping: asyncio.Event | None = None
         self._out: Output | None = None
+        self._err: Output | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
 
-    # ---- services for built-in commands and backends -------------------------------------
+    # ---- services for dialects, built-in commands and backends ----------------------------
 
     @property
     def out(self) -> Output:
+        """The protocol's standard output."""
         assert self._out is not None, "server not running"
         return self._out
+
+    @property
+    def err(self) -> Output:
+        """The protocol's standard error (dialects that notify there)."""
+        assert self._err is not None, "server not running"
+        return self._err
+
+    @property
+    def stopping(self) -> bool:
+        """Whether shutdown has begun."""
+        return self._stopping is not None and self._stopping.is_set()
 
     def command_names(self) -> list[str]:
         """Every command this server answers, sorted."""
@@ -133,83 +146,13 @@ class GahpServer:
 
     @property
     def in_flight(self) -> int:
-        """Asynchronous requests accepted whose result is not queued yet."""
+        """Requests and background tasks started whose outcome is not delivered yet."""
         return len(self._inflight)
 
-    # ---- dispatch -------------------------------------------------------------------------
-
-    def handle_line(self, raw: bytes | None) -> None:
-        """Answer one request line (``None``: a line that was too long)."""
-        out = self.out
-        if raw is None:
-            out.line(format_return(ERROR, ("request line too long",), out.prefix))
-            return
-        request = parse_request(raw.decode(ENCODING, ERRORS))
-        if request is None:
-            out.line(format_return(ERROR, ("empty request",), out.prefix))
-            return
-        cmd = self.commands.get(request.command)
-        if cmd is None:
-            log.info("unknown command %s", request.command[:80])
-            out.line(format_return(ERROR, ("unknown command",), out.prefix))
-            return
-        if log.isEnabledFor(logging.DEBUG):
-            log.debug("request %s %d args", cmd.name, len(request.args))
-        if cmd.asynchronous:
-            self._dispatch_async(cmd, request)
-        else:
-            self._dispatch_sync(cmd, request)
-
-    def _dispatch_sync(self, cmd: Command, request: Request) -> None:
-        out = self.out
-        prefix = out.prefix  # a prefix set by this very command applies only after its reply
-        if not cmd.accepts(len(request.args)):
-            out.line(format_return(ERROR, ("wrong number of arguments",), prefix))
-            return
-        try:
-            fields = cmd.handler(request.args)
-        except BadRequest as exc:
-            out.line(format_return(ERROR, _msg(exc), prefix))
-            return
-        except Refused as exc:
-            out.line(format_return(FAILURE, _msg(exc), prefix))
-            return
-        except Exception as exc:
-            log.exception("command %s failed", cmd.name)
-            out.line(format_return(FAILURE, (_describe(exc),), prefix))
-            return
-        if isinstance(fields, RawReply):
-            out.line(format_raw(f"{SUCCESS} {fields.text}", prefix))
-        elif isinstance(fields, Block):
-            out.line(
-                format_return(SUCCESS, fields.fields, prefix)
-                + "".join(format_line(line, prefix) for line in fields.lines)
-            )
-        else:
-            out.line(format_return(SUCCESS, _as_fields(fields or ()), prefix))
-
-    def _dispatch_async(self, cmd: Command, request: Request) -> None:
-        out = self.out
-        if not request.args or parse_reqid(request.args[0]) is None:
-            out.line(format_return(ERROR, ("missing or malformed request id",), out.prefix))
-            return
-        reqid, args = request.args[0], request.args[1:]
-        if not cmd.accepts(len(args)):
-            out.line(format_return(ERROR, ("wrong number of arguments",), out.prefix))
-            return
-        limit = self.options.max_in_flight
-        if limit and len(self._inflight) >= limit:
-            out.line(format_return(FAILURE, (THREADS_LIMIT_REACHED,), out.prefix))
-            return
-        try:
-            parsed = cmd.parse(args) if cmd.parse is not None else args
-        except BadRequest as exc:
-            out.line(format_return(ERROR, _msg(exc), out.prefix))
-            return
-        except Exception as exc:
-            log.exception("parsing %s failed", cmd.name)
-            out.line(format_return(ERROR, (_describe(exc),), out.prefix))
-            return
+    def start(
+        self, cmd: Command, parsed: Any, done: Callable[[asyncio.Future[Any]], None]
+    ) -> asyncio.Future[Any]:
+        """Run ``cmd``'s handler on ``parsed`` (loop or pool); call ``done`` with the future."""
         loop = self._loop
         assert loop is not None
         fut: asyncio.Future[Any]
@@ -218,81 +161,97 @@ class GahpServer:
         else:
             fut = loop.run_in_executor(self.executor, cmd.handler, parsed)
         self._inflight.add(fut)
-        fut.add_done_callback(lambda f: self._finish(cmd, reqid, f))
-        out.line(format_return(SUCCESS, (), out.prefix))
+        fut.add_done_callback(functools.partial(self._finished, done))
+        return fut
 
-    def _finish(self, cmd: Command, reqid: str, fut: asyncio.Future[Any]) -> None:
+    def _finished(self, done: Callable[[asyncio.Future[Any]], None], fut: asyncio.Future[Any]):
         self._inflight.discard(fut)
-        if fut.cancelled():
-            return
-        exc = fut.exception()
-        if exc is None:
-            try:
-                fields = _as_fields(fut.result())
-            except Exception as bad:  # a handler returned something that is not fields
-                exc = bad
-        if exc is not None:
-            log.warning("%s %s failed: %s", cmd.name, reqid, _describe(exc))
-            log.debug("traceback of %s %s", cmd.name, reqid, exc_info=exc)
-            fields = _as_fields(cmd.error_result(_describe(exc)))
-        self.queue_result(reqid, fields)
+        done(fut)
 
-    def queue_result(self, reqid: str, fields: tuple[str, ...]) -> None:
-        """Queue a result line; print ``R`` when asynchronous mode asks for it."""
-        if self.results.add(reqid, fields) and self._out is not None:
-            self._out.line(format_line(("R",), self._out.prefix))
+    def spawn(self, coro: Coroutine[Any, Any, Any]) -> asyncio.Future[Any]:
+        """Run a backend's background coroutine; it is cancelled at shutdown."""
+        assert self._loop is not None
+        task = self._loop.create_task(coro)
+        inflight = self._inflight
+        inflight.add(task)
+
+        def finished(f: asyncio.Future[Any]) -> None:
+            inflight.discard(f)
+            _log_failure(f)
+
+        task.add_done_callback(finished)
+        return task
 
     # ---- the loop -------------------------------------------------------------------------
 
-    async def serve(self, stdin: BinaryIO | None = None, stdout: BinaryIO | None = None) -> int:
-        """Speak the protocol on ``stdin``/``stdout`` until QUIT, EOF or SIGTERM."""
+    async def serve(
+        self,
+        stdin: BinaryIO | None = None,
+        stdout: BinaryIO | None = None,
+        stderr: BinaryIO | None = None,
+    ) -> int:
+        """Speak the dialect on stdin/stdout(/stderr) until it stops, EOF or SIGTERM."""
         stdin = stdin or sys.stdin.buffer
         stdout = stdout or sys.stdout.buffer
         loop = self._loop = asyncio.get_running_loop()
         self._stopping = asyncio.Event()
         write, close_out = await _open_writer(loop, stdout, self.request_stop)
         self._out = Output(write)
+        close_err = None
+        if self.dialect.uses_stderr:
+            write_err, close_err = await _open_writer(
+                loop, stderr or sys.stderr.buffer, self.request_stop
+            )
+            self._err = Output(write_err)
         for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
             with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
                 loop.add_signal_handler(sig, self.request_stop)
-        self.out.line(format_raw(self.version.banner()))
+        self.dialect.start(self)
+        # Everything built so far (modules, plugins) lives as long as the process: keep it
+        # out of the collector's full scans, which thousands of pending requests make costly.
+        gc.freeze()
         reader = asyncio.create_task(self._read_loop(stdin))
         stop = asyncio.create_task(self._stopping.wait())
         await asyncio.wait({reader, stop}, return_when=asyncio.FIRST_COMPLETED)
         reader.cancel()
+        stop.cancel()
         await self._shutdown()
         await close_out(self.options.quit_grace)
+        if close_err is not None:
+            await close_err(self.options.quit_grace)
         return 0
 
     async def _read_loop(self, stdin: BinaryIO) -> None:
         loop = asyncio.get_running_loop()
-        splitter = LineSplitter(self.options.max_line)
+        framer = self.dialect.framer(self.options.max_line)
         read = await _open_reader(loop, stdin)
         out = self.out
         while True:
             data = await read()
             if not data:
-                tail = splitter.pending()
-                if tail.strip():
-                    out.hold()
-                    self.handle_line(tail)
+                out.hold()
+                try:
+                    for line in framer.finish():
+                        self.dialect.handle(self, line)
+                finally:
                     out.release()
                 log.info("stdin closed: shutting down")
                 self.request_stop()
                 return
-            lines = splitter.feed(data)
+            lines = framer.feed(data)
             if not lines:
                 continue
             out.hold()
             try:
                 for line in lines:
-                    self.handle_line(line)
-                    if self._stopping is not None and self._stopping.is_set():
+                    self.dialect.handle(self, line)
+                    if self.stopping:
                         return
             finally:
                 out.release()
 
     async def _shutdown(self) -> None:
+        self.dialect.stopping(self)
         pending = list(self._inflight)
         for fut in pending:
             fut.cancel()
@@ -303,41 +262,15 @@ class GahpServer:
             try:
                 res = cb()
                 if asyncio.iscoroutine(res):
-                    await asyncio.wait_for(res, timeout=grace)
+                    await asyncio.wait_for(res, timeout=max(grace, self.dialect.shutdown_time))
             except Exception:
                 log.exception("shutdown callback failed")
         self.executor.shutdown(wait=False, cancel_futures=True)
 
 
-@attrs.frozen
-class RawReply:
-    """A synchronous reply whose text is sent after ``S `` without escaping (VERSION)."""
-
-    text: str
-
-
-@attrs.frozen
-class Block:
-    """A synchronous reply of several lines: ``S <fields>`` then each line's fields."""
-
-    fields: tuple[str, ...]
-    lines: Sequence[Sequence[str]]
-
-
-def _as_fields(value: Any) -> tuple[str, ...]:
-    if isinstance(value, str):
-        return (value,)
-    return tuple(v if isinstance(v, str) else str(v) for v in value)
-
-
-def _msg(exc: Exception) -> tuple[str, ...]:
-    text = str(exc)
-    return (text,) if text else ()
-
-
-def _describe(exc: BaseException) -> str:
-    text = str(exc).strip()
-    return text if text else type(exc).__name__
+def _log_failure(fut: asyncio.Future[Any]) -> None:
+    if not fut.cancelled() and fut.exception() is not None:
+        log.error("background task failed", exc_info=fut.exception())
 
 
 async def _open_reader(loop: asyncio.AbstractEventLoop, stdin: BinaryIO):
@@ -369,13 +302,13 @@ class _WriteProtocol(asyncio.Protocol):
 
 
 async def _open_writer(
-    loop: asyncio.AbstractEventLoop, stdout: BinaryIO, on_lost: Callable[[], None]
+    loop: asyncio.AbstractEventLoop, stream: BinaryIO, on_lost: Callable[[], None]
 ) -> tuple[Callable[[bytes], None], Callable[[float], Awaitable[None]]]:
-    """A non-blocking writer to stdout, and a coroutine that flushes (bounded) and closes."""
+    """A non-blocking writer to ``stream``, and a coroutine that flushes (bounded) and closes."""
     try:
-        transport, _ = await loop.connect_write_pipe(lambda: _WriteProtocol(on_lost), stdout)
+        transport, _ = await loop.connect_write_pipe(lambda: _WriteProtocol(on_lost), stream)
     except (ValueError, OSError):
-        fd = stdout.fileno()
+        fd = stream.fileno()
 
         def write_fd(data: bytes) -> None:
             view = memoryview(data)
