@@ -16,6 +16,7 @@ import time
 from pathlib import Path
 
 from gahp_boinc.emulator import EmulatorServer
+from gahp_core import __version__
 from gahp_core.testing import GahpClient
 
 WORDS = ["volunteer", "computing", "grid", "ascii", "helper", "protocol", "batch", "job"]
@@ -36,11 +37,11 @@ def run_demo(out_dir: Path, jobs: int, job_delay: float, failing: bool = True) -
     work = Path(tempfile.mkdtemp(prefix="boinc-gahp-demo-"))
     try:
         inputs = _make_inputs(work / "inputs", max(1, jobs // 2))  # jobs share inputs
-        with EmulatorServer(state_dir=work / "project", port=0, job_delay=job_delay,
-                            volunteers=2) as srv:
+        with EmulatorServer(
+            state_dir=work / "project", port=0, job_delay=job_delay, volunteers=2
+        ) as srv:
             print(f"BOINC project emulator at {srv.url}")
-            gahp = GahpClient([sys.executable, "-m", "gahp_boinc",
-                               "--log", str(work / "gahp.log")])
+            gahp = GahpClient([sys.executable, "-m", "gahp_boinc", "--log", str(work / "gahp.log")])
             try:
                 return _session(gahp, srv, inputs, out_dir, jobs, failing)
             finally:
@@ -49,8 +50,14 @@ def run_demo(out_dir: Path, jobs: int, job_delay: float, failing: bool = True) -
         shutil.rmtree(work, ignore_errors=True)
 
 
-def _session(gahp: GahpClient, srv: EmulatorServer, inputs: list[Path], out_dir: Path,
-             jobs: int, failing: bool) -> int:
+def _session(
+    gahp: GahpClient,
+    srv: EmulatorServer,
+    inputs: list[Path],
+    out_dir: Path,
+    jobs: int,
+    failing: bool,
+) -> int:
     print(f"GAHP banner: {gahp.banner}")
     assert gahp.command("BOINC_SELECT_PROJECT", srv.url, srv.authenticator) == ["S"]
     print("ping:", " ".join(gahp.call("BOINC_PING")))
@@ -68,8 +75,10 @@ def _session(gahp: GahpClient, srv: EmulatorServer, inputs: list[Path], out_dir:
     if res != ["NULL"]:
         print("submit failed:", res[0])
         return 1
-    print(f"submitted {jobs} jobs with {len(inputs)} distinct input files "
-          f"in {time.monotonic() - t0:.2f} s ({srv.stats.get('upload_files', 0)} upload request)")
+    print(
+        f"submitted {jobs} jobs with {len(inputs)} distinct input files "
+        f"in {time.monotonic() - t0:.2f} s ({srv.stats.get('upload_files', 0)} upload request)"
+    )
     extra = None
     if failing:
         extra = f"{batch}-fail"
@@ -101,8 +110,16 @@ def _session(gahp: GahpClient, srv: EmulatorServer, inputs: list[Path], out_dir:
     for i, name in enumerate(names):
         if states.get(name) != "DONE":
             continue
-        res = gahp.call("BOINC_FETCH_OUTPUT", name, str(out_dir), f"job{i}.stderr", "ALL", "1",
-                        "out", f"job{i}.out")
+        res = gahp.call(
+            "BOINC_FETCH_OUTPUT",
+            name,
+            str(out_dir),
+            f"job{i}.stderr",
+            "ALL",
+            "1",
+            "out",
+            f"job{i}.out",
+        )
         if res[0] == "NULL":
             fetched += 1
         else:
@@ -111,8 +128,9 @@ def _session(gahp: GahpClient, srv: EmulatorServer, inputs: list[Path], out_dir:
     if extra:
         res = gahp.call("BOINC_QUERY_BATCHES", "0", "1", extra)
         print(f"a job of an application that fails on purpose ends as: {res[4]}")
-        res = gahp.call("BOINC_FETCH_OUTPUT", f"{extra}#1.0", str(out_dir), "fail.stderr",
-                        "ALL", "0")
+        res = gahp.call(
+            "BOINC_FETCH_OUTPUT", f"{extra}#1.0", str(out_dir), "fail.stderr", "ALL", "0"
+        )
         print(f"  and fetching its output answers: {res[0]}")
         gahp.call("BOINC_RETIRE_BATCH", extra)
     print("retire:", " ".join(gahp.call("BOINC_RETIRE_BATCH", batch)))
@@ -121,19 +139,30 @@ def _session(gahp: GahpClient, srv: EmulatorServer, inputs: list[Path], out_dir:
         print(f"job0: {inputs[0].read_text().strip()!r} -> {sample.read_text().strip()!r}")
     gahp.quit()
     ok = fetched == jobs
-    print(f"summary: {jobs} jobs, {fetched} done and fetched, "
-          f"{sum(1 for s in states.values() if s == 'ERROR')} failed: "
-          f"{'OK' if ok else 'INCOMPLETE'}")
+    print(
+        f"summary: {jobs} jobs, {fetched} done and fetched, "
+        f"{sum(1 for s in states.values() if s == 'ERROR')} failed: "
+        f"{'OK' if ok else 'INCOMPLETE'}"
+    )
     return 0 if ok else 1
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(prog="boinc-gahp-demo", description=__doc__.splitlines()[0])
-    ap.add_argument("--out", type=Path, default=Path("demo-output"),
-                    help="where outputs go (default ./demo-output)")
+    ap.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
+    ap.add_argument(
+        "--out",
+        type=Path,
+        default=Path("demo-output"),
+        help="where outputs go (default ./demo-output)",
+    )
     ap.add_argument("--jobs", type=int, default=8, help="jobs in the batch (default 8)")
-    ap.add_argument("--job-delay", type=float, default=0.5,
-                    help="seconds a simulated volunteer takes per job (default 0.5)")
+    ap.add_argument(
+        "--job-delay",
+        type=float,
+        default=0.5,
+        help="seconds a simulated volunteer takes per job (default 0.5)",
+    )
     a = ap.parse_args()
     if a.jobs < 1:
         ap.error("--jobs must be at least 1")

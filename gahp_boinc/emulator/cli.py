@@ -13,6 +13,8 @@ import threading
 from collections.abc import Sequence
 from types import FrameType
 
+from gahp_core import __version__
+
 from .apps import APPS
 from .faults import FAULT_KINDS, parse_fault_spec
 from .server import EmulatorServer
@@ -27,6 +29,7 @@ def build_parser() -> argparse.ArgumentParser:
         "with a simulated volunteer that runs jobs locally.",
         epilog=f"Applications: {apps}. Fault kinds: {', '.join(FAULT_KINDS)}.",
     )
+    p.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     p.add_argument("--state-dir", help="directory for the database and files (kept across "
                    "restarts); default: a temporary directory removed at exit")
     p.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")

@@ -1,0 +1,75 @@
+"""Job drivers for local batch systems, shared by the BLAH and Ninf-G servers.
+
+``get_driver(name, config, state_dir)`` builds one: ``fork`` (this host), ``slurm``, ``pbs``.
+Third-party drivers register with :func:`register_driver` or the ``gahp.lrms`` entry-point
+group (a ``Driver`` subclass, or a callable with the same signature as the constructor).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from importlib.metadata import entry_points
+from pathlib import Path
+from typing import Any
+
+from gahp_lrms.base import Driver
+from gahp_lrms.model import DriverError, JobInfo, JobSpec, JobStatus
+
+__all__ = [
+    "Driver",
+    "DriverError",
+    "JobInfo",
+    "JobSpec",
+    "JobStatus",
+    "available_drivers",
+    "get_driver",
+    "register_driver",
+]
+
+DriverFactory = Callable[[Mapping[str, Any], Path], Driver]
+
+_BUILTIN = {
+    "fork": "gahp_lrms.fork:ForkDriver",
+    "slurm": "gahp_lrms.slurm:SlurmDriver",
+    "pbs": "gahp_lrms.pbs:PbsDriver",
+}
+_registered: dict[str, DriverFactory] = {}
+
+
+def register_driver(name: str, factory: DriverFactory) -> None:
+    """Make ``factory`` available as driver ``name`` (replacing any earlier one)."""
+    _registered[name] = factory
+
+
+def available_drivers() -> list[str]:
+    """Names :func:`get_driver` accepts."""
+    names = set(_BUILTIN) | set(_registered)
+    names.update(ep.name for ep in entry_points(group="gahp.lrms"))
+    return sorted(names)
+
+
+def _load(name: str) -> DriverFactory | None:
+    if name in _registered:
+        return _registered[name]
+    if name in _BUILTIN:
+        module, _, attr = _BUILTIN[name].partition(":")
+        return getattr(__import__(module, fromlist=[attr]), attr)
+    for ep in entry_points(group="gahp.lrms", name=name):
+        return ep.load()
+    return None
+
+
+def get_driver(name: str, config: Mapping[str, Any] | None, state_dir: Path) -> Driver:
+    """A driver for batch system ``name`` with its ``config``; ``state_dir`` holds whatever it
+    must keep across server restarts (created if missing)."""
+    factory = _load(name)
+    if factory is None:
+        raise DriverError(
+            f"no job driver named {name!r} (available: {', '.join(available_drivers())})"
+        )
+    state_dir = Path(state_dir)
+    try:
+        state_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise DriverError(f"cannot create state directory {state_dir}: {exc}") from exc
+    return factory(dict(config or {}), state_dir)

@@ -1,0 +1,120 @@
+"""The driver interface and the one way drivers run external commands."""
+
+from __future__ import annotations
+
+import abc
+import os
+import subprocess
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any, ClassVar
+
+from gahp_lrms.model import DriverError, JobInfo, JobSpec
+
+__all__ = ["DEFAULT_TIMEOUT", "Driver", "run_command"]
+
+DEFAULT_TIMEOUT = 30.0
+"""Seconds allowed to one batch-system command unless the driver's config says otherwise."""
+
+
+class Driver(abc.ABC):
+    """A local batch system as seen by a GAHP server.
+
+    All methods are synchronous and may block for a command's timeout: the server calls them
+    from a bounded worker pool.  Native ids contain no whitespace and stay valid for a new
+    driver object built with the same configuration and ``state_dir`` (a restarted server).
+
+    An id the batch system no longer knows (or never knew) gets a definite answer:
+    ``status`` returns ``COMPLETED`` with ``exit_code=None`` and an ``exit_reason`` saying so;
+    ``cancel`` of such a job, or of a finished one, does nothing.  ``hold``/``resume`` of a job
+    that cannot be held/resumed raise :class:`DriverError`.  A batch system that does not
+    answer (down, timeout) always raises :class:`DriverError`, never a guessed status.
+    """
+
+    name: ClassVar[str]
+    config_keys: ClassVar[frozenset[str]] = frozenset()
+
+    def __init__(self, config: Mapping[str, Any], state_dir: Path) -> None:
+        unknown = set(config) - set(self.config_keys)
+        if unknown:
+            raise DriverError(
+                f"{self.name} driver: unknown configuration key(s) {', '.join(sorted(unknown))}"
+                f" (known: {', '.join(sorted(self.config_keys)) or 'none'})"
+            )
+        self.config: Mapping[str, Any] = dict(config)
+        self.state_dir = Path(state_dir)
+
+    @abc.abstractmethod
+    def submit(self, spec: JobSpec) -> str:
+        """Start or queue the job; return its native id."""
+
+    @abc.abstractmethod
+    def status(self, native_id: str) -> JobInfo:
+        """Current state of a job."""
+
+    @abc.abstractmethod
+    def cancel(self, native_id: str) -> None:
+        """Remove the job, killing it if it runs; afterwards its status is REMOVED."""
+
+    @abc.abstractmethod
+    def hold(self, native_id: str) -> None:
+        """Keep a queued job from starting (or suspend a running one where supported)."""
+
+    @abc.abstractmethod
+    def resume(self, native_id: str) -> None:
+        """Undo :meth:`hold`."""
+
+    @abc.abstractmethod
+    def ping(self) -> None:
+        """Return if the batch system answers; raise :class:`DriverError` otherwise."""
+
+
+def run_command(
+    argv: Sequence[str],
+    *,
+    timeout: float = DEFAULT_TIMEOUT,
+    env: Mapping[str, str] | None = None,
+    cwd: str | os.PathLike[str] | None = None,
+    check: bool = True,
+    input: str | None = None,
+) -> subprocess.CompletedProcess[str]:
+    """Run ``argv`` (never through a shell) and return the completed process (text output);
+    ``input`` is written to its standard input (else it reads ``/dev/null``).
+
+    A missing program, a timeout, or (with ``check``) a non-zero exit status raises
+    :class:`DriverError` quoting the command's stderr.
+    """
+    argv = [os.fspath(a) for a in argv]
+    try:
+        proc = subprocess.run(
+            argv,
+            stdin=subprocess.DEVNULL if input is None else None,
+            input=input,
+            capture_output=True,
+            text=True,
+            errors="replace",
+            timeout=timeout,
+            env=None if env is None else dict(env),
+            cwd=cwd,
+            check=False,
+        )
+    except FileNotFoundError as exc:
+        raise DriverError(f"{argv[0]}: command not found ({exc.strerror})") from exc
+    except PermissionError as exc:
+        raise DriverError(f"{argv[0]}: cannot execute ({exc.strerror})") from exc
+    except subprocess.TimeoutExpired as exc:
+        raise DriverError(
+            f"{Path(argv[0]).name} did not answer within {timeout:g} s (is the batch system down?)"
+        ) from exc
+    if check and proc.returncode != 0:
+        raise DriverError(command_failure(argv, proc))
+    return proc
+
+
+def command_failure(argv: Sequence[str], proc: subprocess.CompletedProcess[str]) -> str:
+    """A one-line description of a failed command: its name, status and error output."""
+    output = (proc.stderr or "").strip() or (proc.stdout or "").strip() or "no output"
+    output = " ".join(output.split())
+    if len(output) > 500:
+        output = output[:500] + "..."
+    return f"{Path(argv[0]).name} failed (exit status {proc.returncode}): {output}"

@@ -1,0 +1,284 @@
+"""The ``fork`` driver: jobs run on this host, each under a detached supervisor process.
+
+Job ``ID`` lives in ``state_dir/fork/ID/``: ``spec.json`` (what to run), ``state.json`` (what
+the supervisor saw: pids, exit status, times), the markers ``held`` and ``removed``, and
+``supervisor.log``.  Nothing is kept in memory, so a new driver on the same ``state_dir``
+answers for every job an earlier one started.
+
+* ``cancel`` sends SIGTERM then (after ``kill_grace_s``) SIGKILL to the job's process group and
+  waits until the supervisor has reaped it: no process of the group is left.  Processes that
+  leave the group on purpose (``setsid``) are not tracked.
+* ``hold`` stops the whole group with SIGSTOP (a job not started yet is kept from starting);
+  the job is HELD.  ``resume`` sends SIGCONT.
+* ``count`` > 1 runs that many instances in the same group; their stdout/stderr go to the
+  same files (appended, interleaved), each reads stdin from the start.  The job's exit status
+  is the first signal that killed an instance, else the first non-zero exit status.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from gahp_lrms import fork_supervisor as sup
+from gahp_lrms.base import Driver
+from gahp_lrms.model import DriverError, JobInfo, JobSpec, JobStatus
+
+__all__ = ["ForkDriver"]
+
+_PACKAGE_PARENT = str(Path(__file__).resolve().parent.parent)
+
+
+class ForkDriver(Driver):
+    """Runs jobs as local processes.  Config keys: ``python`` (interpreter for the supervisor,
+    default this one), ``kill_grace_s`` (default 2), ``start_timeout_s`` (default 15)."""
+
+    name = "fork"
+    config_keys = frozenset({"python", "kill_grace_s", "start_timeout_s"})
+
+    def __init__(self, config: Mapping[str, Any], state_dir: Path) -> None:
+        super().__init__(config, state_dir)
+        self.jobs_dir = self.state_dir / "fork"
+        self.python = str(self.config.get("python", sys.executable))
+        self.kill_grace_s = float(self.config.get("kill_grace_s", 2.0))
+        self.start_timeout_s = float(self.config.get("start_timeout_s", 15.0))
+
+    # ------------------------------------------------------------------ helpers
+    def _jobdir(self, native_id: str) -> Path:
+        if not native_id or not all(c.isalnum() or c in "-_" for c in native_id):
+            raise DriverError(f"malformed fork job id {native_id!r}")
+        return self.jobs_dir / native_id
+
+    @staticmethod
+    def _read_state(jobdir: Path) -> dict[str, Any] | None:
+        try:
+            return json.loads((jobdir / sup.STATE).read_text())
+        except FileNotFoundError:
+            return None
+        except (OSError, ValueError) as exc:
+            raise DriverError(f"cannot read {jobdir / sup.STATE}: {exc}") from exc
+
+    @staticmethod
+    def _supervisor_alive(state: Mapping[str, Any]) -> bool:
+        pid = state.get("supervisor_pid")
+        return bool(pid) and sup.proc_start_ticks(pid) == state.get("supervisor_start")
+
+    @staticmethod
+    def _group_states(pgid: int | None) -> list[str]:
+        """The states (``R``, ``S``, ``T``...) of the live, non-zombie processes of ``pgid``."""
+        if not pgid:
+            return []
+        try:
+            os.killpg(pgid, 0)
+        except ProcessLookupError:
+            return []
+        except PermissionError:
+            pass
+        states = []
+        for entry in os.scandir("/proc"):
+            if not entry.name.isdigit():
+                continue
+            try:
+                with open(f"/proc/{entry.name}/stat", "rb") as f:
+                    data = f.read()
+            except OSError:
+                continue
+            fields = data[data.rindex(b")") + 2 :].split()
+            if int(fields[2]) == pgid and fields[0] not in (b"Z", b"X"):
+                states.append(fields[0].decode())
+        return states
+
+    def _group_alive(self, pgid: int | None) -> bool:
+        """True while a live (non-zombie) process is in process group ``pgid``."""
+        return bool(self._group_states(pgid))
+
+    def _wake(self, state: Mapping[str, Any] | None) -> None:
+        if state and self._supervisor_alive(state):
+            with contextlib.suppress(OSError):
+                os.kill(state["supervisor_pid"], signal.SIGUSR1)
+
+    # ------------------------------------------------------------------ Driver API
+    def submit(self, spec: JobSpec) -> str:
+        native_id = time.strftime("%Y%m%dT%H%M%S") + "-" + uuid.uuid4().hex[:12]
+        jobdir = self.jobs_dir / native_id
+        workdir = os.path.abspath(spec.workdir) if spec.workdir else os.getcwd()
+        if not os.path.isdir(workdir):
+            raise DriverError(f"working directory {workdir} does not exist")
+        try:
+            jobdir.mkdir(parents=True)
+            data = {
+                "executable": spec.executable,
+                "arguments": list(spec.arguments),
+                "environment": dict(spec.environment),
+                "stdin": spec.stdin,
+                "stdout": spec.stdout,
+                "stderr": spec.stderr,
+                "workdir": workdir,
+                "count": spec.count,
+                "name": spec.name,
+            }
+            sup.write_json_atomic(jobdir / sup.SPEC, data)
+            if spec.start_held:
+                (jobdir / sup.HELD).touch()
+        except OSError as exc:
+            raise DriverError(f"cannot create the job directory {jobdir}: {exc}") from exc
+        argv = [self.python, "-m", "gahp_lrms.fork_supervisor", str(jobdir)]
+        try:
+            # The first process forks the detached supervisor and exits at once; the
+            # package's parent directory as cwd makes ``-m gahp_lrms...`` importable without
+            # touching the job's environment (PYTHONPATH).
+            launcher = subprocess.run(
+                argv,
+                cwd=_PACKAGE_PARENT,
+                stdin=subprocess.DEVNULL,
+                capture_output=True,
+                text=True,
+                timeout=self.start_timeout_s,
+                check=False,
+            )
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            raise DriverError(f"cannot start the fork supervisor: {exc}") from exc
+        if launcher.returncode != 0:
+            raise DriverError(
+                f"fork supervisor failed (exit status {launcher.returncode}):"
+                f" {launcher.stderr.strip()}"
+            )
+        deadline = time.monotonic() + self.start_timeout_s
+        while self._read_state(jobdir) is None:
+            if time.monotonic() > deadline:
+                log = (
+                    (jobdir / sup.LOG).read_text(errors="replace")[-2000:]
+                    if (jobdir / sup.LOG).exists()
+                    else ""
+                )
+                raise DriverError(f"fork supervisor did not start the job; log: {log.strip()}")
+            time.sleep(0.01)
+        return native_id
+
+    def status(self, native_id: str) -> JobInfo:
+        jobdir = self._jobdir(native_id)
+        if not (jobdir / sup.SPEC).exists():
+            return JobInfo(JobStatus.COMPLETED, exit_reason="unknown job: no record of it")
+        state = self._read_state(jobdir)
+        removed = (jobdir / sup.REMOVED).exists()
+        held = (jobdir / sup.HELD).exists()
+        if state is None:
+            # Between submit's mkdir and the supervisor's first write (or a lost launch).
+            return JobInfo(JobStatus.REMOVED if removed else JobStatus.IDLE)
+        phase = state.get("phase")
+        host = state.get("hostname") or socket.gethostname()
+        times = {k: state.get(k) for k in ("wallclock_s", "user_cpu_s", "sys_cpu_s")}
+        if phase in ("finished", "removed", "failed"):
+            return JobInfo(
+                JobStatus.REMOVED if removed or phase == "removed" else JobStatus.COMPLETED,
+                exit_code=None if removed else state.get("exit_code"),
+                exit_signal=None if removed else state.get("exit_signal"),
+                exit_reason="removed by request" if removed else state.get("exit_reason"),
+                worker_node=host if state.get("started_at") else None,
+                **times,
+            )
+        if removed:
+            return JobInfo(JobStatus.REMOVED, exit_reason="removed by request")
+        if not self._supervisor_alive(state):
+            if self._group_alive(state.get("pgid")):
+                return JobInfo(JobStatus.RUNNING, worker_node=host)
+            return JobInfo(
+                JobStatus.COMPLETED,
+                exit_reason="the job's supervisor ended without recording the job's end",
+            )
+        if phase == "waiting":
+            if held:
+                return JobInfo(JobStatus.HELD, hold_reason="held by request")
+            return JobInfo(JobStatus.IDLE)
+        wall = round(time.time() - state["started_at"], 3) if state.get("started_at") else None
+        if held:
+            return JobInfo(
+                JobStatus.HELD, wallclock_s=wall, worker_node=host, hold_reason="held by request"
+            )
+        return JobInfo(JobStatus.RUNNING, wallclock_s=wall, worker_node=host)
+
+    def cancel(self, native_id: str) -> None:
+        jobdir = self._jobdir(native_id)
+        if not (jobdir / sup.SPEC).exists():
+            return
+        with sup.job_lock(jobdir):
+            state = self._read_state(jobdir)
+            if state and state.get("phase") in ("finished", "removed", "failed"):
+                return
+            (jobdir / sup.REMOVED).touch()
+            pgid = state.get("pgid") if state else None
+            if pgid and self._group_alive(pgid):
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(pgid, signal.SIGTERM)
+                    os.killpg(pgid, signal.SIGCONT)  # stopped processes must see SIGTERM
+        self._wake(state)
+        if not pgid:
+            return
+        deadline = time.monotonic() + self.kill_grace_s
+        while self._group_alive(pgid) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        if self._group_alive(pgid):
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(pgid, signal.SIGKILL)
+        deadline = time.monotonic() + 10.0
+        while self._group_alive(pgid):
+            if time.monotonic() > deadline:
+                raise DriverError(f"processes of job {native_id} survived SIGKILL")
+            time.sleep(0.02)
+        # Let the supervisor record the end (it reaps the killed instances at once).
+        deadline = time.monotonic() + 5.0
+        while time.monotonic() < deadline:
+            state = self._read_state(jobdir)
+            if not state or state.get("phase") != "running" or not self._supervisor_alive(state):
+                break
+            time.sleep(0.02)
+
+    def hold(self, native_id: str) -> None:
+        jobdir = self._jobdir(native_id)
+        with sup.job_lock(jobdir) if jobdir.exists() else contextlib.nullcontext():
+            info = self.status(native_id)
+            if info.finished:
+                raise DriverError(f"job {native_id} cannot be held: it is {info.status.name}")
+            (jobdir / sup.HELD).touch()
+            state = self._read_state(jobdir)
+            if state and state.get("phase") == "running" and state.get("pgid"):
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(state["pgid"], signal.SIGSTOP)
+                # Signals are delivered asynchronously: return once the group has stopped.
+                deadline = time.monotonic() + 2.0
+                while time.monotonic() < deadline and any(
+                    st not in ("T", "t") for st in self._group_states(state["pgid"])
+                ):
+                    time.sleep(0.01)
+
+    def resume(self, native_id: str) -> None:
+        jobdir = self._jobdir(native_id)
+        with sup.job_lock(jobdir) if jobdir.exists() else contextlib.nullcontext():
+            info = self.status(native_id)
+            if info.status is not JobStatus.HELD:
+                raise DriverError(f"job {native_id} is not held: it is {info.status.name}")
+            with contextlib.suppress(FileNotFoundError):
+                (jobdir / sup.HELD).unlink()
+            state = self._read_state(jobdir)
+            if state and state.get("phase") == "running" and state.get("pgid"):
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(state["pgid"], signal.SIGCONT)
+        self._wake(state)
+
+    def ping(self) -> None:
+        try:
+            self.jobs_dir.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise DriverError(f"fork driver: state directory unusable: {exc}") from exc
+        if not os.access(self.jobs_dir, os.W_OK):
+            raise DriverError(f"fork driver: state directory {self.jobs_dir} is not writable")

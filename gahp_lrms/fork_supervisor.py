@@ -1,0 +1,281 @@
+"""The supervisor of one ``fork`` job: ``python -m gahp_lrms.fork_supervisor JOBDIR``.
+
+It detaches (double fork, new session) so that the job outlives the GAHP server, runs
+``count`` instances of the job in one new process group, and records what happens in
+``JOBDIR/state.json`` (always replaced atomically).  It reads ``JOBDIR/spec.json`` written by
+:class:`gahp_lrms.fork.ForkDriver`, and obeys two marker files the driver creates:
+``held`` (do not start yet / keep stopped) and ``removed`` (do not start at all).  The driver
+wakes it with SIGUSR1.  Only the standard library is used here.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import fcntl
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+STATE = "state.json"
+SPEC = "spec.json"
+HELD = "held"
+REMOVED = "removed"
+LOCK = "lock"
+LOG = "supervisor.log"
+
+
+def proc_start_ticks(pid: int) -> int | None:
+    """The start time of process ``pid`` (clock ticks since boot), or None if it is gone or a
+    zombie; together with the pid it names one process even across pid reuse."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            data = f.read()
+    except OSError:
+        return None
+    fields = data[data.rindex(b")") + 2 :].split()
+    if fields[0] in (b"Z", b"X"):
+        return None
+    return int(fields[19])
+
+
+def write_json_atomic(path: Path, data: dict[str, Any]) -> None:
+    """Write ``data`` to ``path`` through a temporary file and a rename."""
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w") as f:
+            json.dump(data, f, indent=1, sort_keys=True)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+
+
+@contextlib.contextmanager
+def job_lock(jobdir: Path):  # type: ignore[no-untyped-def]
+    """Serialise marker changes and signals between the driver and the supervisor."""
+    with open(jobdir / LOCK, "a") as f:
+        fcntl.flock(f, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(f, fcntl.LOCK_UN)
+
+
+class Supervisor:
+    """Runs the job of one job directory and keeps its state file up to date."""
+
+    def __init__(self, jobdir: Path) -> None:
+        self.jobdir = jobdir
+        self.spec: dict[str, Any] = json.loads((jobdir / SPEC).read_text())
+        self.state: dict[str, Any] = {
+            "supervisor_pid": os.getpid(),
+            "supervisor_start": proc_start_ticks(os.getpid()),
+            "hostname": socket.gethostname(),
+            "phase": "waiting",
+            "pgid": None,
+            "pids": [],
+            "started_at": None,
+            "ended_at": None,
+            "exit_code": None,
+            "exit_signal": None,
+            "exit_reason": None,
+            "wallclock_s": None,
+            "user_cpu_s": None,
+            "sys_cpu_s": None,
+        }
+
+    def save(self) -> None:
+        write_json_atomic(self.jobdir / STATE, self.state)
+
+    def finish(self, phase: str, **fields: Any) -> None:
+        self.state.update(fields, phase=phase, ended_at=time.time())
+        self.save()
+
+    def wait_for_release(self) -> bool:
+        """Block while the job is held before its start; False if it was removed."""
+        wake = {signal.SIGUSR1}
+        signal.pthread_sigmask(signal.SIG_BLOCK, wake)
+        try:
+            while True:
+                if (self.jobdir / REMOVED).exists():
+                    return False
+                if not (self.jobdir / HELD).exists():
+                    return True
+                signal.sigtimedwait(wake, 1.0)
+        finally:  # the job must not inherit a blocked signal mask
+            signal.pthread_sigmask(signal.SIG_UNBLOCK, wake)
+
+    def open_streams(self, workdir: str) -> tuple[int, int, int]:
+        def resolve(p: str | None) -> str:
+            return os.devnull if p is None else os.path.join(workdir, p)
+
+        flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_APPEND
+        out_path, err_path = resolve(self.spec["stdout"]), resolve(self.spec["stderr"])
+        out = os.open(out_path, flags, 0o644)
+        if os.path.abspath(err_path) == os.path.abspath(out_path):
+            err = os.dup(out)
+        else:
+            err = os.open(err_path, flags, 0o644)
+        # stdin is opened once per instance (each sees the whole file); check it now.
+        inp = os.open(resolve(self.spec["stdin"]), os.O_RDONLY)
+        return inp, out, err
+
+    def spawn(self) -> list[subprocess.Popen[bytes]]:
+        spec = self.spec
+        workdir = spec["workdir"]
+        env = dict(os.environ)
+        env.update(spec["environment"])
+        argv = [spec["executable"], *spec["arguments"]]
+        stdin_path = os.devnull if spec["stdin"] is None else os.path.join(workdir, spec["stdin"])
+        inp, out, err = self.open_streams(workdir)
+        os.close(inp)
+        procs: list[subprocess.Popen[bytes]] = []
+        try:
+            for _ in range(spec["count"]):
+                with open(stdin_path, "rb") as stdin:
+                    procs.append(
+                        subprocess.Popen(
+                            argv,
+                            cwd=workdir,
+                            env=env,
+                            stdin=stdin,
+                            stdout=out,
+                            stderr=err,
+                            process_group=procs[0].pid if procs else 0,
+                            restore_signals=True,
+                        )
+                    )
+        except BaseException:
+            # All or nothing: never leave some instances running after a failed start.
+            if procs:
+                with contextlib.suppress(OSError):
+                    os.killpg(procs[0].pid, signal.SIGKILL)
+                for p in procs:
+                    p.wait()
+            raise
+        finally:
+            os.close(out)
+            os.close(err)
+        return procs
+
+    def run(self) -> int:
+        self.save()
+        if not self.wait_for_release():
+            self.finish("removed", exit_reason="removed before it started")
+            return 0
+        started = time.monotonic()
+        self.state["started_at"] = time.time()
+        try:
+            procs = self.spawn()
+        except OSError as exc:
+            code = 126 if exc.errno in (errno.EACCES, errno.ENOEXEC, errno.EISDIR) else 127
+            what = exc.filename or self.spec["executable"]
+            self.finish(
+                "finished",
+                exit_code=code,
+                exit_reason=f"cannot start the job: {what}: {exc.strerror or exc}",
+                wallclock_s=0.0,
+            )
+            return 0
+        pgid = procs[0].pid
+        with job_lock(self.jobdir):
+            self.state.update(phase="running", pgid=pgid, pids=[p.pid for p in procs])
+            self.save()
+            if (self.jobdir / HELD).exists():  # held while we were starting
+                with contextlib.suppress(OSError):
+                    os.killpg(pgid, signal.SIGSTOP)
+
+        user = system = 0.0
+        statuses: list[int] = []
+        for p in procs:
+            while True:
+                try:
+                    _pid, status, usage = os.wait4(p.pid, 0)
+                    break
+                except ChildProcessError:
+                    status, usage = 0, None
+                    break
+                except InterruptedError:
+                    continue
+            p.returncode = status  # keep Popen from waiting again
+            statuses.append(status)
+            if usage is not None:
+                user += usage.ru_utime
+                system += usage.ru_stime
+        code: int | None = None
+        sig: int | None = None
+        for status in statuses:  # the first signal, else the first non-zero exit status
+            if os.WIFSIGNALED(status):
+                sig = os.WTERMSIG(status)
+                break
+        if sig is None:
+            codes = [os.WEXITSTATUS(s) for s in statuses]
+            code = next((c for c in codes if c != 0), 0)
+        reason = None
+        if sig is not None:
+            reason = f"killed by signal {sig} ({signal.Signals(sig).name})"
+        elif code:
+            reason = f"exited with status {code}"
+        self.finish(
+            "finished",
+            exit_code=code,
+            exit_signal=sig,
+            exit_reason=reason,
+            wallclock_s=round(time.monotonic() - started, 3),
+            user_cpu_s=round(user, 3),
+            sys_cpu_s=round(system, 3),
+        )
+        return 0
+
+
+def daemonize(jobdir: Path) -> None:
+    """Double fork into a new session; the first parent exits at once."""
+    if os.fork() > 0:
+        os._exit(0)
+    os.setsid()
+    if os.fork() > 0:
+        os._exit(0)
+    os.chdir("/")
+    devnull = os.open(os.devnull, os.O_RDWR)
+    log = os.open(jobdir / LOG, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    os.dup2(devnull, 0)
+    os.dup2(log, 1)
+    os.dup2(log, 2)
+    os.close(devnull)
+    os.close(log)
+    # SIGUSR1 only wakes us up (a handler, unlike SIG_IGN, is not inherited by the job).
+    signal.signal(signal.SIGUSR1, lambda _sig, _frame: None)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = sys.argv[1:] if argv is None else argv
+    if len(args) != 1:
+        print("usage: python -m gahp_lrms.fork_supervisor JOBDIR", file=sys.stderr)
+        return 2
+    jobdir = Path(args[0]).resolve()
+    daemonize(jobdir)
+    supervisor = Supervisor(jobdir)
+    try:
+        return supervisor.run()
+    except BaseException as exc:  # record any crash so status gets a definite answer
+        import traceback
+
+        traceback.print_exc()
+        with contextlib.suppress(Exception):
+            supervisor.finish("failed", exit_reason=f"supervisor error: {exc!r}")
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

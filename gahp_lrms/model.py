@@ -1,0 +1,131 @@
+"""Value types shared by every job driver: what to run, what became of it, and errors."""
+
+from __future__ import annotations
+
+import enum
+import os
+import re
+from collections.abc import Mapping
+from types import MappingProxyType
+from typing import Any
+
+import attrs
+
+__all__ = ["DriverError", "JobInfo", "JobSpec", "JobStatus"]
+
+_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
+
+
+class DriverError(Exception):
+    """A driver could not do what was asked; the message says why (and quotes the batch
+    system's own error output when there was one)."""
+
+
+class JobStatus(enum.IntEnum):
+    """Job states, numbered as BLAH reports them."""
+
+    IDLE = 1
+    RUNNING = 2
+    REMOVED = 3
+    COMPLETED = 4
+    HELD = 5
+
+
+def _no_nul(value: str, what: str) -> str:
+    if "\0" in value:
+        raise ValueError(f"{what} contains a NUL character")
+    return value
+
+
+def _opt_path(value: str | os.PathLike[str] | None) -> str | None:
+    return None if value is None else os.fspath(value)
+
+
+def _to_args(value: Any) -> tuple[str, ...]:
+    if isinstance(value, str):
+        raise TypeError("arguments must be a sequence of strings, not one string")
+    return tuple(value)
+
+
+def _to_env(value: Mapping[str, str] | None) -> Mapping[str, str]:
+    return MappingProxyType(dict(value or {}))
+
+
+def _check_args(_inst: Any, _attr: Any, value: tuple[str, ...]) -> None:
+    for arg in value:
+        if not isinstance(arg, str):
+            raise TypeError(f"argument {arg!r} is not a string")
+        _no_nul(arg, "an argument")
+
+
+def _check_env(_inst: Any, _attr: Any, value: Mapping[str, str]) -> None:
+    for name, val in value.items():
+        if not isinstance(name, str) or not _ENV_NAME.match(name):
+            raise ValueError(f"invalid environment variable name {name!r}")
+        if not isinstance(val, str):
+            raise TypeError(f"environment value of {name} is not a string")
+        _no_nul(val, f"environment value of {name}")
+
+
+def _check_strings(inst: JobSpec, _attr: Any, _value: Any) -> None:
+    for name in ("executable", "stdin", "stdout", "stderr", "workdir", "queue", "project", "name"):
+        value = getattr(inst, name)
+        if value is not None:
+            _no_nul(value, name)
+
+
+_positive = attrs.validators.optional(attrs.validators.gt(0))
+
+
+@attrs.frozen
+class JobSpec:
+    """What to run.  Paths may be relative to ``workdir``; ``None`` means the batch system's
+    default (for the working directory: the directory the driver submits from, for the
+    standard streams: ``/dev/null``).  The job's environment is the submitting process's
+    environment plus ``environment`` (which wins)."""
+
+    executable: str = attrs.field(validator=attrs.validators.min_len(1))
+    arguments: tuple[str, ...] = attrs.field(default=(), converter=_to_args, validator=_check_args)
+    environment: Mapping[str, str] = attrs.field(
+        factory=dict, converter=_to_env, validator=_check_env, hash=False
+    )
+    stdin: str | None = attrs.field(default=None, converter=_opt_path)
+    stdout: str | None = attrs.field(default=None, converter=_opt_path)
+    stderr: str | None = attrs.field(default=None, converter=_opt_path)
+    workdir: str | None = attrs.field(default=None, converter=_opt_path)
+    queue: str | None = None
+    project: str | None = None
+    memory_mb: int | None = attrs.field(default=None, validator=_positive)
+    runtime_s: int | None = attrs.field(default=None, validator=_positive)
+    """Wall-clock limit in seconds (batch systems round it up to whole minutes)."""
+    nodes: int | None = attrs.field(default=None, validator=_positive)
+    cpus_per_node: int | None = attrs.field(default=None, validator=_positive)
+    """CPUs to reserve on each node (not the number of processes: see ``count``)."""
+    count: int = attrs.field(default=1, validator=attrs.validators.ge(1))
+    """Number of instances of the executable to run (Ninf-G ``count``)."""
+    start_held: bool = False
+    name: str | None = attrs.field(default=None, validator=_check_strings)
+
+
+@attrs.frozen
+class JobInfo:
+    """What a driver knows about a job; every field but ``status`` is ``None`` when unknown.
+
+    ``exit_signal`` is set (and ``exit_code`` is ``None``) when the job was killed by a signal.
+    Times are in seconds.
+    """
+
+    status: JobStatus
+    exit_code: int | None = None
+    exit_signal: int | None = None
+    exit_reason: str | None = None
+    wallclock_s: float | None = None
+    user_cpu_s: float | None = None
+    sys_cpu_s: float | None = None
+    worker_node: str | None = None
+    hold_reason: str | None = None
+
+    @property
+    def finished(self) -> bool:
+        """True once the job can change no more (COMPLETED or REMOVED)."""
+        return self.status in (JobStatus.COMPLETED, JobStatus.REMOVED)

@@ -1,0 +1,356 @@
+"""The ``slurm`` driver: sbatch, scontrol, squeue-free status, sacct for finished jobs.
+
+* Submission: ``sbatch --parsable [options]`` with the script (see :mod:`gahp_lrms.script`) on
+  its standard input.  User strings reach Slurm only as separate ``argv`` items (``-J``,
+  ``-D``, ``-p``, ``-A``) or shell-quoted inside the script (arguments, environment, stream
+  paths): nothing passes through a shell unquoted, and nothing is comma-split by
+  ``--export``.  The job also inherits the submitting process's environment
+  (sbatch's default ``--export=ALL``).  ``count`` > 1 starts the instances with ``srun``.
+* Status: ``scontrol -o show job ID`` while the controller knows the job (``MinJobAge``),
+  then ``sacct`` (slurmdbd) or ``sacct -c`` (jobcomp/filetxt).  A job known to neither is
+  reported COMPLETED with an unknown exit code.
+* Hold: a pending job gets ``scontrol hold``.  A running job cannot be held by Slurm (``scontrol
+  hold`` accepts it and does nothing), so it is suspended with ``scontrol suspend`` (needs
+  root/operator rights; refused with a DriverError when the ``suspend_running`` config is
+  false).  A suspended job is HELD; ``resume`` uses ``scontrol resume`` for it and
+  ``scontrol release`` for a held pending job.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import re
+import subprocess
+import time
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import attrs
+
+from gahp_lrms.base import DEFAULT_TIMEOUT, Driver, command_failure, run_command
+from gahp_lrms.model import DriverError, JobInfo, JobSpec, JobStatus
+from gahp_lrms.script import render_script
+
+__all__ = [
+    "SlurmDriver",
+    "job_info_from_fields",
+    "parse_duration",
+    "parse_exit_code",
+    "parse_sacct",
+    "parse_scontrol_job",
+    "sanitize_job_name",
+    "sbatch_options",
+]
+
+_JOB_ID = re.compile(r"\d+(?:_\d+)?\Z")
+
+_IDLE_STATES = frozenset({"PENDING", "REQUEUED", "REQUEUE_FED"})
+_RUNNING_STATES = frozenset(
+    {"RUNNING", "COMPLETING", "CONFIGURING", "RESIZING", "SIGNALING", "STAGE_OUT"}
+)
+_HELD_STATES = frozenset({"SUSPENDED", "STOPPED", "REQUEUE_HOLD", "SPECIAL_EXIT", "RESV_DEL_HOLD"})
+_DONE_REASONS = {
+    "COMPLETED": None,
+    "FAILED": None,
+    "TIMEOUT": "wall-clock time limit exceeded",
+    "OUT_OF_MEMORY": "memory limit exceeded",
+    "NODE_FAIL": "node failure",
+    "BOOT_FAIL": "node boot failure",
+    "DEADLINE": "deadline reached",
+    "PREEMPTED": "preempted",
+}
+_REMOVED_STATES = frozenset({"CANCELLED", "REVOKED"})
+
+
+# ---------------------------------------------------------------------- pure parsing
+def parse_scontrol_job(text: str) -> dict[str, str]:
+    """``Key=value`` fields of ``scontrol -o show job`` output (first occurrence of a key
+    wins; values that contain spaces, e.g. ``Command``, come out truncated)."""
+    fields: dict[str, str] = {}
+    for token in text.split():
+        key, sep, value = token.partition("=")
+        if sep and key and key not in fields:
+            fields[key] = value
+    return fields
+
+
+def parse_sacct(text: str, job_id: str) -> dict[str, str] | None:
+    """The row of ``sacct -P`` output (with its header line) for ``job_id``, or None.
+
+    The last row wins (a requeued job appears once per run)."""
+    lines = [line for line in text.splitlines() if line.strip()]
+    if not lines:
+        return None
+    header = lines[0].split("|")
+    found = None
+    for line in lines[1:]:
+        row = dict(zip(header, line.split("|"), strict=False))
+        if row.get("JobID") == job_id:
+            found = row
+    return found
+
+
+def parse_duration(text: str | None) -> float | None:
+    """Seconds in a Slurm duration (``[D-]HH:MM:SS``, ``MM:SS``, ``SS``, fractions allowed)."""
+    if not text or text in ("UNLIMITED", "INVALID", "Unknown", "N/A", "NONE"):
+        return None
+    days = 0
+    if "-" in text:
+        day_text, _, text = text.partition("-")
+        days = int(day_text)
+    try:
+        parts = [float(p) for p in text.split(":")]
+    except ValueError:
+        return None
+    seconds = 0.0
+    for part in parts:
+        seconds = seconds * 60 + part
+    if len(parts) == 1 and days:  # "D-HH"
+        seconds *= 3600
+    return days * 86400 + seconds
+
+
+def parse_exit_code(text: str | None) -> tuple[int, int] | None:
+    """``(status, signal)`` from an ``ExitCode=N:S`` value, or None."""
+    if not text:
+        return None
+    m = re.fullmatch(r"(\d+):(\d+)", text.strip())
+    return (int(m.group(1)), int(m.group(2))) if m else None
+
+
+def _node(fields: Mapping[str, str]) -> str | None:
+    for key in ("BatchHost", "NodeList"):
+        value = fields.get(key)
+        if value and value not in ("(null)", "None assigned", "Unknown"):
+            return value
+    return None
+
+
+def job_info_from_fields(fields: Mapping[str, str]) -> JobInfo:
+    """A :class:`JobInfo` from ``scontrol`` (``JobState``, ``RunTime``) or ``sacct``
+    (``State``, ``Elapsed``) fields."""
+    raw_state = fields.get("JobState") or fields.get("State") or ""
+    state = raw_state.split()[0] if raw_state.strip() else ""
+    state = state.rstrip("+")
+    reason = fields.get("Reason")
+    reason = None if reason in (None, "", "None", "(null)") else reason
+    wall = parse_duration(fields.get("RunTime") or fields.get("Elapsed"))
+    common: dict[str, Any] = {"wallclock_s": wall}
+    if "UserCPU" in fields:
+        common["user_cpu_s"] = parse_duration(fields.get("UserCPU"))
+        common["sys_cpu_s"] = parse_duration(fields.get("SystemCPU"))
+    node = _node(fields)
+    if state == "PENDING" and (
+        (reason or "").startswith("JobHeld") or fields.get("Priority") == "0"
+    ):
+        return JobInfo(JobStatus.HELD, hold_reason=reason or "held", **common)
+    if state in _IDLE_STATES:
+        return JobInfo(JobStatus.IDLE, **common)
+    if state in _RUNNING_STATES:
+        return JobInfo(JobStatus.RUNNING, worker_node=node, **common)
+    if state in _HELD_STATES:
+        hold = "suspended" if state == "SUSPENDED" else (reason or state.lower())
+        return JobInfo(JobStatus.HELD, worker_node=node, hold_reason=hold, **common)
+    if state in _REMOVED_STATES:
+        return JobInfo(JobStatus.REMOVED, worker_node=node, exit_reason="cancelled", **common)
+    if state in _DONE_REASONS:
+        code = parse_exit_code(fields.get("ExitCode"))
+        exit_code = exit_signal = None
+        why = _DONE_REASONS[state]
+        if code is not None:
+            if code[1]:
+                exit_signal = code[1]
+            else:
+                exit_code = code[0]
+        if why is None:
+            if exit_signal is not None:
+                why = f"killed by signal {exit_signal}"
+            elif exit_code:
+                why = f"exited with status {exit_code}"
+        return JobInfo(
+            JobStatus.COMPLETED,
+            exit_code=exit_code,
+            exit_signal=exit_signal,
+            exit_reason=why,
+            worker_node=node,
+            **common,
+        )
+    raise DriverError(f"unexpected Slurm job state {raw_state!r}")
+
+
+def sanitize_job_name(name: str | None, default: str = "gahp") -> str:
+    """A job name safe for every Slurm/PBS tool: ``[A-Za-z0-9_.+-]``, at most 64 chars."""
+    clean = re.sub(r"[^A-Za-z0-9_.+-]", "_", name or "")[:64]
+    return clean or default
+
+
+def sbatch_options(spec: JobSpec) -> list[str]:
+    """sbatch options for ``spec`` (a list of argv items, never shell text)."""
+    opts = ["--parsable", "-J", sanitize_job_name(spec.name), "-o", "/dev/null"]
+    opts += ["-e", "/dev/null"]
+    if spec.workdir is not None:
+        opts += ["-D", spec.workdir]
+    if spec.queue:
+        opts += ["-p", spec.queue]
+    if spec.project:
+        opts += ["-A", spec.project]
+    if spec.memory_mb:
+        opts.append(f"--mem={int(spec.memory_mb)}M")
+    if spec.runtime_s:
+        opts += ["-t", str(max(1, math.ceil(spec.runtime_s / 60)))]
+    if spec.nodes:
+        opts += ["-N", str(int(spec.nodes))]
+    if spec.count > 1:
+        opts.append(f"--ntasks={int(spec.count)}")
+    if spec.cpus_per_node:
+        opts.append(f"--mincpus={int(spec.cpus_per_node)}")
+    if spec.start_held:
+        opts.append("-H")
+    return opts
+
+
+# ---------------------------------------------------------------------- driver
+class SlurmDriver(Driver):
+    """Jobs in Slurm.  Config keys: ``slurm_conf`` (exported as SLURM_CONF), ``bin_dir``
+    (where the Slurm commands are; default: PATH), ``command_timeout`` (s, default 30),
+    ``submit_timeout`` (s, default 60), ``suspend_running`` (default True), ``cancel_wait_s``
+    (how long ``cancel`` waits for a running job to end, default 10)."""
+
+    name = "slurm"
+    config_keys = frozenset(
+        {
+            "slurm_conf",
+            "bin_dir",
+            "command_timeout",
+            "submit_timeout",
+            "suspend_running",
+            "cancel_wait_s",
+        }
+    )
+
+    def __init__(self, config: Mapping[str, Any], state_dir: Path) -> None:
+        super().__init__(config, state_dir)
+        self.timeout = float(self.config.get("command_timeout", DEFAULT_TIMEOUT))
+        self.submit_timeout = float(self.config.get("submit_timeout", 60.0))
+        self.suspend_running = bool(self.config.get("suspend_running", True))
+        self.cancel_wait_s = float(self.config.get("cancel_wait_s", 10.0))
+        self.bin_dir = self.config.get("bin_dir")
+        self.env = dict(os.environ)
+        if self.config.get("slurm_conf"):
+            self.env["SLURM_CONF"] = str(self.config["slurm_conf"])
+
+    # ------------------------------------------------------------------ helpers
+    def _cmd(self, name: str) -> str:
+        return str(Path(self.bin_dir) / name) if self.bin_dir else name
+
+    def _run(
+        self, name: str, *args: str, check: bool = True, timeout: float | None = None
+    ) -> subprocess.CompletedProcess[str]:
+        return run_command(
+            [self._cmd(name), *args],
+            timeout=self.timeout if timeout is None else timeout,
+            env=self.env,
+            check=check,
+        )
+
+    @staticmethod
+    def _check_id(native_id: str) -> str:
+        if not isinstance(native_id, str) or not _JOB_ID.match(native_id):
+            raise DriverError(f"malformed Slurm job id {native_id!r}")
+        return native_id
+
+    def lookup(self, native_id: str) -> tuple[str, dict[str, str] | None]:
+        """Where the job was found (``scontrol``, ``sacct``, ``jobcomp`` or ``none``) and its
+        fields."""
+        proc = self._run("scontrol", "-o", "show", "job", native_id, check=False)
+        if proc.returncode == 0 and proc.stdout.strip():
+            return "scontrol", parse_scontrol_job(proc.stdout.splitlines()[0])
+        if "invalid job id" not in (proc.stderr + proc.stdout).lower():
+            raise DriverError(command_failure(["scontrol"], proc))
+        fmt = "JobID,State,ExitCode,Elapsed,NodeList"
+        queries = (
+            ("sacct", ["-o", fmt + ",UserCPU,SystemCPU"]),  # slurmdbd, when configured
+            ("jobcomp", ["-c", "-o", fmt]),  # jobcomp/filetxt
+        )
+        for source, extra in queries:
+            proc = self._run("sacct", "-P", "-j", native_id, *extra, check=False)
+            if proc.returncode == 0:
+                row = parse_sacct(proc.stdout, native_id)
+                if row is not None:
+                    return source, row
+        return "none", None
+
+    def _fields(self, native_id: str) -> dict[str, str] | None:
+        return self.lookup(self._check_id(native_id))[1]
+
+    # ------------------------------------------------------------------ Driver API
+    def submit(self, spec: JobSpec) -> str:
+        if spec.workdir is not None and not os.path.isabs(spec.workdir):
+            spec = attrs.evolve(spec, workdir=os.path.abspath(spec.workdir))
+        script = render_script(spec, launcher=["srun", "--kill-on-bad-exit=0"])
+        proc = run_command(
+            [self._cmd("sbatch"), *sbatch_options(spec)],
+            timeout=self.submit_timeout,
+            env=self.env,
+            input=script,
+        )
+        native_id = proc.stdout.strip().split(";")[0]
+        if not _JOB_ID.match(native_id):
+            raise DriverError(f"sbatch printed no job id: {proc.stdout.strip()!r}")
+        return native_id
+
+    def status(self, native_id: str) -> JobInfo:
+        fields = self._fields(native_id)
+        if fields is None:
+            return JobInfo(
+                JobStatus.COMPLETED,
+                exit_reason="job no longer known to Slurm (exit status unknown)",
+            )
+        return job_info_from_fields(fields)
+
+    def cancel(self, native_id: str) -> None:
+        self._check_id(native_id)
+        proc = self._run("scancel", native_id, check=False)
+        if proc.returncode != 0:
+            text = (proc.stderr + proc.stdout).lower()
+            if "invalid job id" in text or "already completing or completed" in text:
+                return
+            raise DriverError(command_failure(["scancel"], proc))
+        # A running job stays COMPLETING for a moment: wait (bounded) until it is REMOVED.
+        deadline = time.monotonic() + self.cancel_wait_s
+        while time.monotonic() < deadline:
+            if self.status(native_id).status is not JobStatus.RUNNING:
+                return
+            time.sleep(0.2)
+
+    def hold(self, native_id: str) -> None:
+        info = self.status(native_id)
+        if info.status is JobStatus.IDLE:
+            self._run("scontrol", "hold", native_id)
+            info = self.status(native_id)  # it may have started meanwhile
+        if info.status is JobStatus.RUNNING:
+            if not self.suspend_running:
+                raise DriverError(
+                    f"Slurm job {native_id} is running: Slurm cannot hold a running job"
+                    " (suspend_running is disabled)"
+                )
+            self._run("scontrol", "suspend", native_id)
+        elif info.status is not JobStatus.HELD:
+            raise DriverError(f"Slurm job {native_id} cannot be held: it is {info.status.name}")
+
+    def resume(self, native_id: str) -> None:
+        fields = self._fields(native_id)
+        info = job_info_from_fields(fields) if fields else None
+        if info is None or info.status is not JobStatus.HELD:
+            what = info.status.name if info else "unknown to Slurm"
+            raise DriverError(f"Slurm job {native_id} is not held: it is {what}")
+        state = (fields or {}).get("JobState", "")
+        if state == "SUSPENDED":
+            self._run("scontrol", "resume", native_id)
+        else:
+            self._run("scontrol", "release", native_id)
+
+    def ping(self) -> None:
+        self._run("scontrol", "ping", timeout=min(self.timeout, 15.0))

@@ -1,0 +1,106 @@
+"""JobSpec validation and the driver registry."""
+
+from __future__ import annotations
+
+import pytest
+
+from gahp_lrms import (
+    Driver,
+    DriverError,
+    JobInfo,
+    JobSpec,
+    JobStatus,
+    available_drivers,
+    get_driver,
+    register_driver,
+)
+
+
+def test_status_codes_are_blahs():
+    assert [s.value for s in JobStatus] == [1, 2, 3, 4, 5]
+    assert [s.name for s in JobStatus] == ["IDLE", "RUNNING", "REMOVED", "COMPLETED", "HELD"]
+    assert JobInfo(JobStatus.REMOVED).finished and not JobInfo(JobStatus.HELD).finished
+
+
+def test_jobspec_is_frozen_and_normalised(tmp_path):
+    spec = JobSpec("/bin/x", ["a"], {"A": "1"}, stdout=tmp_path / "o")
+    assert spec.arguments == ("a",) and spec.stdout == str(tmp_path / "o")
+    with pytest.raises(AttributeError):
+        spec.count = 2  # type: ignore[misc]
+    with pytest.raises(TypeError):
+        spec.environment["B"] = "2"  # type: ignore[index]
+
+
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        {"executable": ""},
+        {"executable": "/bin/x", "arguments": "a b"},
+        {"executable": "/bin/x", "arguments": ("a\0b",)},
+        {"executable": "/bin/x", "environment": {"1BAD": "x"}},
+        {"executable": "/bin/x", "environment": {"A=B": "x"}},
+        {"executable": "/bin/x", "environment": {"A": "x\0"}},
+        {"executable": "/bin/x", "count": 0},
+        {"executable": "/bin/x", "memory_mb": 0},
+        {"executable": "/bin/x", "workdir": "/a\0b"},
+    ],
+)
+def test_jobspec_rejects(kwargs):
+    with pytest.raises((ValueError, TypeError)):
+        JobSpec(**kwargs)
+
+
+def test_registry(tmp_path):
+    assert {"fork", "slurm", "pbs"} <= set(available_drivers())
+    driver = get_driver("fork", {}, tmp_path / "new" / "state")
+    assert isinstance(driver, Driver) and driver.name == "fork"
+    assert (tmp_path / "new" / "state").is_dir()
+    with pytest.raises(DriverError, match="no job driver named 'nope'"):
+        get_driver("nope", {}, tmp_path)
+    with pytest.raises(DriverError, match="unknown configuration key"):
+        get_driver("slurm", {"slurm_cnof": "x"}, tmp_path)
+
+
+def test_register_custom_driver(tmp_path):
+    class Dummy(Driver):
+        name = "dummy"
+
+        def submit(self, spec):
+            return "1"
+
+        def status(self, native_id):
+            return JobInfo(JobStatus.COMPLETED, exit_code=0)
+
+        cancel = hold = resume = lambda self, native_id: None  # noqa: E731
+
+        def ping(self):
+            return None
+
+    register_driver("dummy", Dummy)
+    assert get_driver("dummy", {}, tmp_path).submit(JobSpec("/bin/x")) == "1"
+
+
+def test_commands_fail_with_clear_errors(tmp_path):
+    from gahp_lrms.base import run_command
+
+    with pytest.raises(DriverError, match="command not found"):
+        run_command(["/nonexistent/sbatch"])
+    with pytest.raises(DriverError, match=r"exit status 3\): boom"):
+        run_command(["/bin/sh", "-c", "echo boom >&2; exit 3"])
+    with pytest.raises(DriverError, match="did not answer within 0.2 s"):
+        run_command(["/bin/sleep", "5"], timeout=0.2)
+
+
+def test_slurm_down_is_an_error(tmp_path):
+    """A batch system that does not answer raises DriverError (never a guessed status)."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    for name in ("scontrol", "sbatch", "scancel", "sacct"):
+        tool = bin_dir / name
+        error = "slurm_load_jobs error: Unable to contact slurm controller"
+        tool.write_text(f"#!/bin/sh\necho '{error}' >&2\nexit 1\n")
+        tool.chmod(0o755)
+    driver = get_driver("slurm", {"bin_dir": str(bin_dir)}, tmp_path)
+    for call in (driver.ping, lambda: driver.status("12"), lambda: driver.submit(JobSpec("/x"))):
+        with pytest.raises(DriverError, match="Unable to contact"):
+            call()

@@ -1,0 +1,235 @@
+"""The fork driver, for real: processes on this host under the detached supervisor."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import time
+from pathlib import Path
+
+import pytest
+from conftest import TRICKY_ARGS, TRICKY_ENV, wait_for, wait_status
+
+from gahp_lrms import DriverError, JobSpec, JobStatus, get_driver
+from gahp_lrms.fork import ForkDriver
+
+DONE = (JobStatus.COMPLETED, JobStatus.REMOVED)
+
+
+def _pids_of_group(pgid: int) -> list[int]:
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            data = Path(f"/proc/{entry}/stat").read_bytes()
+        except OSError:
+            continue
+        fields = data[data.rindex(b")") + 2 :].split()
+        if int(fields[2]) == pgid and fields[0] not in (b"Z", b"X"):
+            found.append(int(entry))
+    return found
+
+
+def _state(driver: ForkDriver, native_id: str) -> dict:
+    return json.loads((driver.jobs_dir / native_id / "state.json").read_text())
+
+
+def test_arguments_environment_streams_workdir(fork_driver, echo_program, tmp_path):
+    work = tmp_path / "work dir"
+    work.mkdir()
+    (work / "in put.txt").write_text("some input\nlines\n")
+    spec = JobSpec(
+        str(echo_program),
+        TRICKY_ARGS,
+        environment={**TRICKY_ENV, "GAHP_T_EXIT": "0"},
+        stdin="in put.txt",
+        stdout="out.json",
+        stderr=str(tmp_path / "err.txt"),
+        workdir=str(work),
+    )
+    jid = fork_driver.submit(spec)
+    assert jid and " " not in jid
+    info = wait_status(fork_driver, jid, *DONE)
+    assert info.status is JobStatus.COMPLETED
+    assert info.exit_code == 0 and info.exit_signal is None
+    assert info.wallclock_s is not None and info.user_cpu_s is not None
+    assert info.worker_node
+    got = json.loads((work / "out.json").read_text())
+    assert got["argv"] == list(TRICKY_ARGS)
+    assert got["env"] == {**TRICKY_ENV, "GAHP_T_EXIT": "0"}
+    assert got["cwd"] == str(work)
+    assert got["stdin"] == "some input\nlines\n"
+    assert (tmp_path / "err.txt").read_text() == "to stderr\n"
+
+
+def test_exit_code_and_same_file_for_both_streams(fork_driver, tmp_path):
+    spec = JobSpec(
+        "/bin/sh",
+        ("-c", "echo out; echo err >&2; exit 7"),
+        stdout=str(tmp_path / "both"),
+        stderr=str(tmp_path / "both"),
+    )
+    info = wait_status(fork_driver, fork_driver.submit(spec), *DONE)
+    assert (info.status, info.exit_code, info.exit_signal) == (JobStatus.COMPLETED, 7, None)
+    assert (tmp_path / "both").read_text() == "out\nerr\n"
+
+
+def test_killed_by_signal(fork_driver):
+    info = wait_status(
+        fork_driver, fork_driver.submit(JobSpec("/bin/sh", ("-c", "kill -9 $$"))), *DONE
+    )
+    assert info.status is JobStatus.COMPLETED
+    assert info.exit_code is None and info.exit_signal == signal.SIGKILL
+    assert "signal 9" in info.exit_reason
+
+
+def test_missing_executable_is_a_failed_job(fork_driver, tmp_path):
+    info = wait_status(fork_driver, fork_driver.submit(JobSpec(str(tmp_path / "nope"))), *DONE)
+    assert info.status is JobStatus.COMPLETED and info.exit_code == 127
+    assert "nope" in info.exit_reason
+
+
+def test_missing_workdir_is_refused(fork_driver, tmp_path):
+    with pytest.raises(DriverError, match="does not exist"):
+        fork_driver.submit(JobSpec("/bin/true", workdir=str(tmp_path / "absent")))
+
+
+def test_cancel_leaves_no_process(fork_driver, tmp_path):
+    # A shell with a background grandchild that ignores SIGTERM: all must go.
+    script = "trap '' TERM; sleep 60 & sleep 60; wait"
+    jid = fork_driver.submit(JobSpec("/bin/sh", ("-c", script), count=2))
+    wait_status(fork_driver, jid, JobStatus.RUNNING)
+    pgid = _state(fork_driver, jid)["pgid"]
+    deadline = time.monotonic() + 5
+    while len(_pids_of_group(pgid)) < 6 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert len(_pids_of_group(pgid)) == 6  # per instance: the shell and two sleeps
+    fork_driver.kill_grace_s = 0.3  # the shells ignore SIGTERM: SIGKILL follows
+    fork_driver.cancel(jid)
+    assert _pids_of_group(pgid) == []
+    info = fork_driver.status(jid)
+    assert info.status is JobStatus.REMOVED
+    fork_driver.cancel(jid)  # idempotent
+    assert fork_driver.status(jid).status is JobStatus.REMOVED
+
+
+def test_hold_and_resume_running_job(fork_driver, tmp_path):
+    ticks = tmp_path / "ticks"
+    script = f"for i in $(seq 40); do echo $i >> '{ticks}'; sleep 0.05; done"
+    jid = fork_driver.submit(JobSpec("/bin/sh", ("-c", script)))
+    wait_status(fork_driver, jid, JobStatus.RUNNING)
+    fork_driver.hold(jid)
+    info = fork_driver.status(jid)
+    assert info.status is JobStatus.HELD and info.hold_reason
+    pgid = _state(fork_driver, jid)["pgid"]
+    for pid in _pids_of_group(pgid):
+        assert Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "T"
+    before = ticks.read_text() if ticks.exists() else ""
+    time.sleep(0.3)
+    assert (ticks.read_text() if ticks.exists() else "") == before  # really stopped
+    fork_driver.resume(jid)
+    assert fork_driver.status(jid).status is JobStatus.RUNNING
+    info = wait_status(fork_driver, jid, *DONE)
+    assert info.exit_code == 0 and len(ticks.read_text().split()) == 40
+    with pytest.raises(DriverError):
+        fork_driver.hold(jid)
+    with pytest.raises(DriverError):
+        fork_driver.resume(jid)
+
+
+def test_start_held_then_release(fork_driver, tmp_path):
+    marker = tmp_path / "ran"
+    jid = fork_driver.submit(JobSpec("/bin/touch", (str(marker),), start_held=True))
+    assert fork_driver.status(jid).status is JobStatus.HELD
+    time.sleep(0.3)
+    assert not marker.exists()
+    fork_driver.resume(jid)
+    info = wait_status(fork_driver, jid, *DONE)
+    assert info.status is JobStatus.COMPLETED and info.exit_code == 0 and marker.exists()
+
+
+def test_cancel_a_held_job_that_never_started(fork_driver, tmp_path):
+    marker = tmp_path / "ran"
+    jid = fork_driver.submit(JobSpec("/bin/touch", (str(marker),), start_held=True))
+    fork_driver.cancel(jid)
+    assert wait_status(fork_driver, jid, *DONE).status is JobStatus.REMOVED
+    time.sleep(0.2)
+    assert not marker.exists()
+
+
+def test_count_runs_several_instances(fork_driver, tmp_path):
+    out = tmp_path / "out"
+    spec = JobSpec(
+        "/bin/sh",
+        ("-c", 'read line; echo "$$ $line"; [ "$GAHP_T_X" = y ] && exit 0'),
+        environment={"GAHP_T_X": "y"},
+        stdin=str(tmp_path / "in"),
+        stdout=str(out),
+        count=3,
+    )
+    (tmp_path / "in").write_text("hello\n")
+    info = wait_status(fork_driver, fork_driver.submit(spec), *DONE)
+    assert info.exit_code == 0
+    lines = out.read_text().splitlines()
+    assert len(lines) == 3 and len({line.split()[0] for line in lines}) == 3
+    assert all(line.endswith(" hello") for line in lines)
+
+
+def test_count_exit_status_is_first_failure(fork_driver):
+    spec = JobSpec("/bin/sh", ("-c", "exit 5"), count=2)
+    assert wait_status(fork_driver, fork_driver.submit(spec), *DONE).exit_code == 5
+
+
+def test_new_driver_object_answers_for_old_jobs(fork_driver, tmp_path):
+    """The job outlives the driver: a 'restarted server' on the same state_dir sees it."""
+    running = fork_driver.submit(JobSpec("/bin/sleep", ("0.6",)))
+    done = fork_driver.submit(JobSpec("/bin/sh", ("-c", "exit 4")))
+    wait_status(fork_driver, done, *DONE)
+    restarted = get_driver("fork", {}, fork_driver.state_dir)
+    assert restarted.status(running).status is JobStatus.RUNNING
+    assert restarted.status(done).exit_code == 4
+    info = wait_status(restarted, running, *DONE)
+    assert info.status is JobStatus.COMPLETED and info.exit_code == 0
+
+
+def test_job_survives_its_server(tmp_path):
+    """Submit from a separate Python process that then exits; the job runs to the end."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys; from pathlib import Path; from gahp_lrms import get_driver, JobSpec;"
+        f"d = get_driver('fork', {{}}, Path({str(tmp_path / 'state')!r}));"
+        "print(d.submit(JobSpec('/bin/sh', ('-c', 'sleep 0.5; exit 9'))))"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=30)
+    assert proc.returncode == 0, proc.stderr
+    jid = proc.stdout.strip()
+    driver = get_driver("fork", {}, tmp_path / "state")
+    assert driver.status(jid).status is JobStatus.RUNNING
+    assert wait_status(driver, jid, *DONE).exit_code == 9
+
+
+def test_unknown_and_malformed_ids(fork_driver):
+    info = fork_driver.status("20000101T000000-000000000000")
+    assert info.status is JobStatus.COMPLETED and info.exit_code is None
+    assert "unknown" in info.exit_reason
+    fork_driver.cancel("20000101T000000-000000000000")  # no-op
+    with pytest.raises(DriverError, match="malformed"):
+        fork_driver.status("../etc")
+
+
+def test_supervisor_killed_gives_definite_answer(fork_driver):
+    jid = fork_driver.submit(JobSpec("/bin/sleep", ("0.3",)))
+    wait_status(fork_driver, jid, JobStatus.RUNNING)
+    state = _state(fork_driver, jid)
+    os.kill(state["supervisor_pid"], signal.SIGKILL)
+    info = wait_for(fork_driver, jid, lambda i: i.finished, timeout=10)
+    assert info.status is JobStatus.COMPLETED and info.exit_code is None
+    assert "supervisor" in info.exit_reason
+
+
+def test_ping(fork_driver):
+    fork_driver.ping()
