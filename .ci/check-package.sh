@@ -8,7 +8,8 @@ export PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_ROOT_USER_ACTION=ignore
 work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
 version="$(python3 -c 'import gahp_core; print(gahp_core.__version__)')"
-scripts=(gahp-server boinc-gahp boinc-emulator boinc-gahp-demo blahpd gahp-shell)
+scripts=(gahp-server boinc-gahp boinc-emulator boinc-gahp-demo blahpd gahp-shell
+         ng_invoke_server.Fork ng_invoke_server.Slurm)
 
 echo "== build $version"
 python3 -m pip install -q build

@@ -192,7 +192,9 @@ class GahpServer:
     ) -> int:
         """Speak the dialect on stdin/stdout(/stderr) until it stops, EOF or SIGTERM."""
         stdin = stdin or sys.stdin.buffer
-        stdout = stdout or sys.stdout.buffer
+        if stdout is None:
+            stdout, own_err = _protect_std_streams(self.dialect.uses_stderr)
+            stderr = stderr or own_err
         loop = self._loop = asyncio.get_running_loop()
         self._stopping = asyncio.Event()
         write, close_out = await _open_writer(loop, stdout, self.request_stop)
@@ -266,6 +268,25 @@ class GahpServer:
             except Exception:
                 log.exception("shutdown callback failed")
         self.executor.shutdown(wait=False, cancel_futures=True)
+
+
+def _protect_std_streams(protect_stderr: bool) -> tuple[BinaryIO, BinaryIO | None]:
+    """Private descriptors for the protocol; stray writes to fd 1 (and 2) go elsewhere.
+
+    A print, a traceback or a child process writing to the standard descriptors must not
+    corrupt the protocol: fd 1 is pointed at stderr (GAHP) or /dev/null, and fd 2 at
+    /dev/null when stderr carries protocol too (Ninf-G).
+    """
+    out = os.fdopen(os.dup(1), "wb", buffering=0)
+    err = os.fdopen(os.dup(2), "wb", buffering=0) if protect_stderr else None
+    null = os.open(os.devnull, os.O_WRONLY)
+    try:
+        os.dup2(null if protect_stderr else 2, 1)
+        if protect_stderr:
+            os.dup2(null, 2)
+    finally:
+        os.close(null)
+    return out, err
 
 
 def _log_failure(fut: asyncio.Future[Any]) -> None:

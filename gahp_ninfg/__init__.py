@@ -1,0 +1,5 @@
+"""gahp_ninfg: Ninf-G invoke servers (``ng_invoke_server.Fork``, ``ng_invoke_server.Slurm``)."""
+
+from gahp_core import __version__
+
+__all__ = ["__version__"]

@@ -1,0 +1,134 @@
+"""JOB_CREATE attributes into a job request (pure).
+
+User options from the client configuration arrive first, so for single-valued attributes
+the first occurrence wins; ``argument``, ``environment`` and ``rsl_extensions`` repeat.
+Unknown attributes are ignored, as the Ninf-G servers do.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping, Sequence
+
+import attrs
+
+REPEATED = frozenset({"argument", "environment", "rsl_extensions"})
+BACKENDS = ("NORMAL", "MPI", "BLACS")
+
+
+class AttributeProblem(ValueError):
+    """A missing or malformed attribute: the job fails with this message."""
+
+
+@attrs.frozen
+class JobRequest:
+    """What a JOB_CREATE asks for."""
+
+    executable: str
+    arguments: tuple[str, ...] = ()
+    environment: Mapping[str, str] = attrs.field(factory=dict)
+    count: int = 1
+    backend: str = "NORMAL"
+    staging: bool = False
+    auth_number: str | None = None
+    work_directory: str | None = None
+    redirect: bool = False
+    stdout_file: str | None = None
+    stderr_file: str | None = None
+    tmp_dir: str | None = None
+    status_polling: float = 0.0
+    max_wall_minutes: int | None = None
+    queue: str | None = None
+    project: str | None = None
+    host_count: int | None = None
+    max_memory_mb: int | None = None
+
+
+def _bool(name: str, value: str) -> bool:
+    v = value.strip().lower()
+    if v in ("true", "yes", "1", "on"):
+        return True
+    if v in ("false", "no", "0", "off", ""):
+        return False
+    raise AttributeProblem(f"{name} must be true or false, not {value!r}")
+
+
+def _int(name: str, value: str, minimum: int = 0) -> int:
+    try:
+        n = int(value.strip())
+    except ValueError:
+        raise AttributeProblem(f"{name} must be a whole number, not {value!r}") from None
+    if n < minimum:
+        raise AttributeProblem(f"{name} must be at least {minimum}, not {n}")
+    return n
+
+
+def _environment(items: Sequence[str], base: Mapping[str, str]) -> dict[str, str]:
+    env: dict[str, str] = {}
+    for item in items:
+        name, eq, value = item.partition("=")
+        name = name.strip()
+        if (
+            not name
+            or not (name[0].isalpha() or name[0] == "_")
+            or not all(c.isalnum() or c == "_" for c in name)
+        ):
+            raise AttributeProblem(f"bad environment variable {item!r}")
+        # NAME alone: the variable without a value of its own; pass the server's if it has one
+        env[name] = value if eq else base.get(name, "")
+    return env
+
+
+def parse_attributes(
+    pairs: Sequence[tuple[str, str]], base_env: Mapping[str, str] | None = None
+) -> JobRequest:
+    """Build a :class:`JobRequest`; raise :class:`AttributeProblem` saying what is wrong."""
+    single: dict[str, str] = {}
+    repeated: dict[str, list[str]] = {k: [] for k in REPEATED}
+    for name, value in pairs:
+        if name in REPEATED:
+            repeated[name].append(value)
+        elif name not in single:
+            single[name] = value
+    exe = single.get("executable_path", "").strip()
+    if not exe:
+        raise AttributeProblem("executable_path is missing")
+    backend = single.get("backend", "NORMAL").strip().upper() or "NORMAL"
+    if backend not in BACKENDS:
+        raise AttributeProblem(f"backend must be one of {', '.join(BACKENDS)}, not {backend!r}")
+    staging = _bool("staging", single.get("staging", "false"))
+    work = single.get("work_directory", "").strip() or None
+    if work is None and not staging:
+        work = os.path.dirname(exe) or None
+    redirect = _bool("redirect_enable", single.get("redirect_enable", "false"))
+    polling = single.get("status_polling", "0").strip() or "0"
+    try:
+        status_polling = max(0.0, float(polling))
+    except ValueError:
+        raise AttributeProblem(f"status_polling must be a number, not {polling!r}") from None
+
+    def opt_int(name: str, minimum: int = 1) -> int | None:
+        value = single.get(name, "").strip()
+        return _int(name, value, minimum) if value else None
+
+    wall = opt_int("max_wall_time") or opt_int("max_time")
+    return JobRequest(
+        executable=exe,
+        arguments=tuple(repeated["argument"]),
+        environment=_environment(repeated["environment"], base_env or os.environ),
+        count=_int("count", single.get("count", "1") or "1", 1),
+        backend=backend,
+        staging=staging,
+        auth_number=single.get("auth_number", "").strip() or None,
+        work_directory=work,
+        redirect=redirect,
+        stdout_file=(single.get("stdout_file", "").strip() or None) if redirect else None,
+        stderr_file=(single.get("stderr_file", "").strip() or None) if redirect else None,
+        tmp_dir=single.get("tmp_dir", "").strip() or None,
+        status_polling=status_polling,
+        max_wall_minutes=wall,
+        queue=single.get("queue_name", "").strip() or None,
+        project=single.get("project", "").strip() or None,
+        host_count=opt_int("host_count"),
+        max_memory_mb=opt_int("max_memory"),
+    )

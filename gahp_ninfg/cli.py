@@ -1,0 +1,40 @@
+"""``ng_invoke_server.Fork`` and ``ng_invoke_server.Slurm``: the executables Ninf-G runs.
+
+The Ninf-G client passes nothing but ``-l <logfile>``; everything else comes in the
+requests. Driver options can be given in the environment: ``NG_INVOKE_SLURM_CONF`` (the
+Slurm configuration) — and Slurm's own ``SLURM_CONF`` is honoured as usual.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from collections.abc import Sequence
+
+from gahp_core import __version__
+from gahp_core.app import main_for_backend
+
+
+def _run(driver: str, prog: str, argv: Sequence[str] | None) -> None:
+    parser = argparse.ArgumentParser(prog=prog, description=f"Ninf-G invoke server ({driver})")
+    parser.add_argument("-l", metavar="LOGFILE", help="log file (default: no log)")
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
+    args = parser.parse_args(sys.argv[1:] if argv is None else argv)
+    inner = ["--driver", driver]
+    if args.l:
+        inner += ["--log", args.l]
+    conf = os.environ.get("NG_INVOKE_SLURM_CONF")
+    if driver in ("slurm", "pbs") and conf:
+        inner += ["--driver-option", f"slurm_conf={conf}"]
+    main_for_backend("ninfg", inner, prog=prog, log_env="NG_INVOKE_SERVER_LOG")
+
+
+def fork_main(argv: Sequence[str] | None = None) -> None:
+    """Jobs run on this host."""
+    _run("fork", "ng_invoke_server.Fork", argv)
+
+
+def slurm_main(argv: Sequence[str] | None = None) -> None:
+    """Jobs go to Slurm."""
+    _run("slurm", "ng_invoke_server.Slurm", argv)
