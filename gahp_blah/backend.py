@@ -30,7 +30,9 @@ OK = ("0", "No error")
 
 @hookimpl
 def gahp_version() -> Version:
-    return Version(__version__, "Python BLAH")
+    # "new_esc_format" tells HTCondor's gridmanager to send Arguments/Environment in the V2
+    # syntax (arguments with spaces survive) instead of the lossy V1 Args/Env.
+    return Version(__version__, "Python BLAH (new_esc_format)")
 
 
 @hookimpl
@@ -143,9 +145,11 @@ class BlahBackend:
 
     def _remember_proxy(self, jid: JobId, proxy: str) -> None:
         rec = self._proxy_record(jid)
-        rec.parent.mkdir(parents=True, exist_ok=True)
-        tmp = rec.with_name(rec.name + ".tmp")
-        tmp.write_text(os.path.abspath(proxy))
+        rec.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        tmp = rec.with_name(f"{rec.name}.tmp-{threading.get_ident()}")
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w") as fh:
+            fh.write(os.path.abspath(proxy))
         os.replace(tmp, rec)
 
     def _recorded_proxy(self, jid: JobId) -> Path | None:
@@ -197,5 +201,5 @@ def _errors(handler):
 @hookimpl
 def gahp_commands(context: BackendContext) -> list[Command]:
     config = load_config(context.options)
-    config.state_dir.mkdir(parents=True, exist_ok=True)
+    config.state_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
     return BlahBackend(config).commands()

@@ -86,12 +86,26 @@ class _Ad:
         if value is None:
             return None
         if isinstance(value, bool) or not isinstance(value, int | float):
-            if isinstance(value, str) and value.strip().isdigit():
-                return int(value)
-            raise SubmitError(f"attribute {name} must be a number, not {value!r}")
+            if isinstance(value, str) and value.strip().isascii() and value.strip().isdigit():
+                value = int(value)
+            else:
+                raise SubmitError(f"attribute {name} must be a number, not {value!r}")
+        if isinstance(value, float) and not math.isfinite(value):
+            raise SubmitError(f"attribute {name} must be a finite number, not {value!r}")
         if value <= 0:
             raise SubmitError(f"attribute {name} must be positive, not {value!r}")
         return math.ceil(value)
+
+
+DRIVER_OPTIONS = {
+    "BoincProjectUrl": "project_url",
+    "BoincAuthenticatorFile": "authenticator_file",
+}
+"""Submit-ad attributes passed to the job driver as options (documented per driver)."""
+
+
+def _driver_options(ad: _Ad) -> dict[str, str]:
+    return {key: v for attr, key in DRIVER_OPTIONS.items() if (v := ad.string(attr))}
 
 
 def _file_list(text: str | None) -> tuple[str, ...]:
@@ -155,6 +169,9 @@ def parse_submit_ad(text: str, default_gridtype: str | None = None) -> SubmitAd:
             runtime_s=ad.integer("BatchRuntime"),
             nodes=nodes,
             cpus_per_node=cpus,
+            transfer_input=transfer_input,
+            transfer_output=_file_list(ad.string("TransferOutput")),
+            options=_driver_options(ad),
         )
     except (ValueError, TypeError) as exc:
         raise SubmitError(f"bad job description: {exc}") from None

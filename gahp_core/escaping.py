@@ -92,6 +92,8 @@ class LineSplitter:
             if self._overflow:
                 out.append(None)
                 self._overflow = False
+            elif lf - start > self.max_line:  # arrived whole in one chunk: still too long
+                out.append(None)
             else:
                 out.append(bytes(buf[start:lf]))
             start = pos = lf + 1

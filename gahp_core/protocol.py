@@ -64,9 +64,12 @@ def format_result(reqid: str, fields: Sequence[str], prefix: str = "") -> str:
 def parse_reqid(text: str) -> str | None:
     """Validate a request id: a non-zero integer. Returns it as sent, or ``None``."""
     t = text.strip()
-    if not t or not (t.isdigit() or (t[0] in "+-" and t[1:].isdigit())):
+    digits = t[1:] if t[:1] in ("+", "-") else t
+    # ASCII digits only, and no int(): "²" passes isdigit() and a 5000-digit id makes int()
+    # raise, either of which would escape the dialect and stop the server.
+    if not digits or not (digits.isascii() and digits.isdigit()):
         return None
-    if int(t) == 0:
+    if not digits.strip("0"):
         return None
     return text
 

@@ -1,6 +1,7 @@
 """Job drivers for local batch systems, shared by the BLAH and Ninf-G servers.
 
-``get_driver(name, config, state_dir)`` builds one: ``fork`` (this host), ``slurm``, ``pbs``.
+``get_driver(name, config, state_dir)`` builds one: ``fork`` (this host), ``slurm``, ``pbs``,
+``boinc`` (a BOINC project, through gahp_boinc).
 Third-party drivers register with :func:`register_driver` or the ``gahp.lrms`` entry-point
 group (a ``Driver`` subclass, or a callable with the same signature as the constructor).
 """
@@ -32,6 +33,7 @@ _BUILTIN = {
     "fork": "gahp_lrms.fork:ForkDriver",
     "slurm": "gahp_lrms.slurm:SlurmDriver",
     "pbs": "gahp_lrms.pbs:PbsDriver",
+    "boinc": "gahp_lrms.boinc:BoincDriver",
 }
 _registered: dict[str, DriverFactory] = {}
 
@@ -69,7 +71,7 @@ def get_driver(name: str, config: Mapping[str, Any] | None, state_dir: Path) -> 
         )
     state_dir = Path(state_dir)
     try:
-        state_dir.mkdir(parents=True, exist_ok=True)
+        state_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
     except OSError as exc:
         raise DriverError(f"cannot create state directory {state_dir}: {exc}") from exc
     return factory(dict(config or {}), state_dir)

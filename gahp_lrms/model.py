@@ -105,6 +105,12 @@ class JobSpec:
     """Number of instances of the executable to run (Ninf-G ``count``)."""
     start_held: bool = False
     name: str | None = attrs.field(default=None, validator=_check_strings)
+    transfer_input: tuple[str, ...] = attrs.field(default=(), converter=tuple)
+    """Input files to stage (drivers on a shared filesystem leave them where they are)."""
+    transfer_output: tuple[str, ...] = attrs.field(default=(), converter=tuple)
+    """Output files to bring back into ``workdir`` (ditto)."""
+    options: Mapping[str, str] = attrs.field(factory=dict, converter=_to_env, hash=False)
+    """Driver-specific settings from the submit description (e.g. a BOINC project URL)."""
 
 
 @attrs.frozen

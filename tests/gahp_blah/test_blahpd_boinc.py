@@ -1,0 +1,157 @@
+"""blahpd with gridtype "boinc" against the BOINC project emulator: whole job lives."""
+
+from __future__ import annotations
+
+import signal
+import sys
+import time
+from pathlib import Path
+
+import classad2
+import pytest
+
+from gahp_boinc.emulator import EmulatorServer
+from gahp_core.testing import GahpClient
+
+BLAHPD = [sys.executable, "-m", "gahp_blah"]
+
+
+def ad(**attrs: object) -> str:
+    parts = []
+    for k, v in attrs.items():
+        v = '"' + v.replace("\\", "\\\\").replace('"', '\\"') + '"' if isinstance(v, str) else v
+        parts.append(f"{k} = {v}")
+    return "[ " + "; ".join(parts) + " ]"
+
+
+@pytest.fixture
+def emulator(tmp_path):
+    with EmulatorServer(state_dir=tmp_path / "project", port=0, job_delay=0.2) as srv:
+        yield srv
+
+
+@pytest.fixture
+def setup(tmp_path, emulator):
+    auth = tmp_path / "authenticator"
+    auth.write_text(emulator.authenticator + "\n")
+    conf = tmp_path / "blah.toml"
+    conf.write_text(
+        f'state_dir = "{tmp_path / "state"}"\n'
+        f'[driver.boinc]\nproject_url = "{emulator.url}"\nauthenticator_file = "{auth}"\n'
+        "retries = 1\n"
+    )
+    work = tmp_path / "work"
+    work.mkdir()
+    (work / "in.txt").write_text("hello boinc\n")
+    (work / "in2.txt").write_text("second\n")
+    return conf, work
+
+
+class Blah:
+    def __init__(self, conf: Path, log: Path) -> None:
+        self.conf, self.log = conf, log
+        self.start()
+
+    def start(self) -> None:
+        self.c = GahpClient([*BLAHPD, "--config", str(self.conf), "--log", str(self.log),
+                             "--log-level", "DEBUG"])
+
+    def kill_and_restart(self) -> None:
+        self.c.proc.send_signal(signal.SIGKILL)
+        self.c.close()
+        self.start()
+
+    def status(self, jobid: str) -> tuple[int, dict]:
+        res = self.c.call("BLAH_JOB_STATUS", jobid, timeout=60)
+        assert len(res) == 4 and res[0] == "0", res
+        parsed = classad2.ClassAd(res[3])
+        return int(res[2]), {k: parsed[k] for k in parsed}
+
+    def wait(self, jobid: str, *states: int, timeout: float = 60) -> dict:
+        deadline = time.monotonic() + timeout
+        while True:
+            st, info = self.status(jobid)
+            if st in states:
+                return info
+            assert time.monotonic() < deadline, (st, info)
+            time.sleep(0.2)
+
+
+@pytest.fixture
+def blah(setup, tmp_path):
+    b = Blah(setup[0], tmp_path / "blah.log")
+    yield b
+    b.c.close()
+
+
+def test_whole_job_life_with_outputs_and_a_restart(blah, setup, emulator):
+    conf, work = setup
+    emulator.pause_volunteer()
+    res = blah.c.call("BLAH_JOB_SUBMIT", ad(
+        Cmd=f"{work}/uppercase", Arguments="--repeat 2", Iwd=str(work), In="in.txt",
+        Out="result.txt", Err="stderr.txt", gridtype="boinc"), timeout=60)
+    assert res[0] == "0", res
+    jobid = res[2]
+    assert jobid.startswith("boinc/") and " " not in jobid
+    assert blah.status(jobid)[0] == 1  # UNSENT: IDLE
+    blah.kill_and_restart()  # blahpd dies with the job queued
+    emulator.resume_volunteer()
+    info = blah.wait(jobid, 2, 4)
+    info = blah.wait(jobid, 4)
+    assert info["ExitCode"] == 0 and info["RemoteWallClockTime"] >= 0
+    assert (work / "out").read_text() == "HELLO BOINC\nHELLO BOINC\n"
+    assert (work / "result.txt").read_text() == "HELLO BOINC\nHELLO BOINC\n"
+    assert "<stderr_txt>" in (work / "stderr.txt").read_text()
+    blah.kill_and_restart()  # the batch is retired: the answer comes from the record
+    assert blah.status(jobid)[0] == 4
+    assert emulator.authenticator not in blah.log.read_text()
+
+
+def test_transfer_input_and_output(blah, setup):
+    conf, work = setup
+    res = blah.c.call("BLAH_JOB_SUBMIT", ad(
+        Cmd="concat", Iwd=str(work), TransferInput="in.txt, in2.txt",
+        TransferOutput="out2", gridtype="boinc"), timeout=60)
+    assert res[0] == "0", res
+    blah.wait(res[2], 4)
+    assert (work / "out2").read_text() == "second\nhello boinc\n"
+    assert not (work / "out1").exists()  # only what TransferOutput names
+
+
+def test_failed_job_is_completed_with_an_exit_code(blah, setup):
+    conf, work = setup
+    res = blah.c.call("BLAH_JOB_SUBMIT", ad(Cmd="fail", Iwd=str(work), In="in.txt",
+                                            gridtype="boinc"), timeout=60)
+    info = blah.wait(res[2], 4)
+    assert info["ExitCode"] != 0 and "BOINC job failed" in info["ExitReason"]
+
+
+def test_cancel_and_refused_hold(blah, setup, emulator):
+    conf, work = setup
+    emulator.pause_volunteer()
+    res = blah.c.call("BLAH_JOB_SUBMIT", ad(Cmd="uppercase", Iwd=str(work), In="in.txt",
+                                            gridtype="boinc"), timeout=60)
+    jobid = res[2]
+    hold = blah.c.call("BLAH_JOB_HOLD", jobid)
+    assert hold[0] != "0" and "cannot be held" in hold[1]
+    assert blah.c.call("BLAH_JOB_CANCEL", jobid, timeout=60) == ["0", "No error"]
+    assert blah.status(jobid)[0] == 3
+    emulator.resume_volunteer()
+    assert blah.status(jobid)[0] == 3
+
+
+def test_errors_are_clear(blah, setup, tmp_path):
+    conf, work = setup
+    res = blah.c.call("BLAH_JOB_SUBMIT", ad(Cmd="no_such_app", Iwd=str(work), In="in.txt",
+                                            gridtype="boinc"), timeout=60)
+    assert res[0] != "0" and "no_such_app" in res[1] and res[2] == "N/A"
+    res = blah.c.call("BLAH_JOB_SUBMIT", ad(Cmd="uppercase", In="in.txt", gridtype="boinc"))
+    assert res[0] != "0" and "Iwd" in res[1]
+    res = blah.c.call("BLAH_JOB_SUBMIT", ad(
+        Cmd="uppercase", Iwd=str(work), In="in.txt", gridtype="boinc",
+        BoincProjectUrl="http://127.0.0.1:1/nowhere/",
+        BoincAuthenticatorFile=str(tmp_path / "authenticator")), timeout=120)
+    assert res[0] != "0" and "cannot reach" in res[1]
+    assert blah.c.call("BLAH_JOB_STATUS", "boinc/20260101/blah-0000")[:2] == [
+        "0", "No error"]  # unknown: a definite answer
+    assert blah.c.call("BLAH_PING", "boinc") == ["0", "No error"]
