@@ -14,18 +14,14 @@ from __future__ import annotations
 
 import argparse
 import os
-import tomllib
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 import attrs
 
+from gahp_core.config import ConfigError, load_toml
 from gahp_lrms import available_drivers
-
-
-class ConfigError(Exception):
-    """A configuration problem, reported at startup."""
 
 
 def default_state_dir() -> Path:
@@ -50,16 +46,7 @@ def load_config(options: argparse.Namespace) -> BlahConfig:
     path = getattr(options, "config", None) or os.environ.get("BLAHPD_CONFIG")
     data: dict[str, Any] = {}
     if path:
-        try:
-            with open(path, "rb") as fh:
-                data = tomllib.load(fh)
-        except OSError as exc:
-            raise ConfigError(f"cannot read configuration file {path}: {exc.strerror}") from None
-        except tomllib.TOMLDecodeError as exc:
-            raise ConfigError(f"configuration file {path}: {exc}") from None
-        unknown = set(data) - {"state_dir", "drivers", "default_gridtype", "driver"}
-        if unknown:
-            raise ConfigError(f"configuration file {path}: unknown keys {sorted(unknown)}")
+        data = load_toml(path, {"state_dir", "drivers", "default_gridtype", "driver"})
     state = (
         getattr(options, "state_dir", None)
         or os.environ.get("BLAHPD_STATE_DIR")

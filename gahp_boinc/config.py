@@ -9,17 +9,12 @@ from __future__ import annotations
 
 import argparse
 import os
-import tomllib
-from pathlib import Path
 from typing import Any
 
 import attrs
 
 from gahp_boinc.rpc import Project
-
-
-class ConfigError(Exception):
-    """A configuration problem, reported at startup with the file or variable at fault."""
+from gahp_core.config import ConfigError, load_toml, read_secret_file
 
 
 @attrs.frozen
@@ -40,16 +35,6 @@ class BoincConfig:
         return Project(url=url, authenticator=self.authenticator)
 
 
-def _read_authenticator(path: str) -> str:
-    try:
-        text = Path(path).expanduser().read_text().strip()
-    except OSError as exc:
-        raise ConfigError(f"cannot read authenticator file {path}: {exc.strerror}") from None
-    if not text or any(c.isspace() for c in text):
-        raise ConfigError(f"authenticator file {path} must hold one authenticator")
-    return text
-
-
 def _or(value: Any, default: Any) -> Any:
     return default if value is None else value
 
@@ -60,25 +45,18 @@ def load_config(options: argparse.Namespace) -> BoincConfig:
     path = getattr(options, "config", None) or env.get("BOINC_GAHP_CONFIG")
     data: dict[str, Any] = {}
     if path:
-        try:
-            with open(path, "rb") as fh:
-                data = tomllib.load(fh)
-        except OSError as exc:
-            raise ConfigError(f"cannot read configuration file {path}: {exc.strerror}") from None
-        except tomllib.TOMLDecodeError as exc:
-            raise ConfigError(f"configuration file {path}: {exc}") from None
-        known = {
-            "project_url",
-            "authenticator_file",
-            "timeout",
-            "ca_bundle",
-            "insecure",
-            "lease_seconds",
-            "retries",
-        }
-        unknown = set(data) - known
-        if unknown:
-            raise ConfigError(f"configuration file {path}: unknown keys {sorted(unknown)}")
+        data = load_toml(
+            path,
+            {
+                "project_url",
+                "authenticator_file",
+                "timeout",
+                "ca_bundle",
+                "insecure",
+                "lease_seconds",
+                "retries",
+            },
+        )
 
     def pick(opt: str, var: str, key: str) -> Any:
         value = getattr(options, opt, None)
@@ -90,7 +68,7 @@ def load_config(options: argparse.Namespace) -> BoincConfig:
 
     url = pick("project_url", "BOINC_PROJECT_URL", "project_url")
     auth_file = pick("authenticator_file", "BOINC_AUTHENTICATOR_FILE", "authenticator_file")
-    authenticator = _read_authenticator(str(auth_file)) if auth_file else None
+    authenticator = read_secret_file(str(auth_file), "authenticator") if auth_file else None
     if url and not str(url).startswith(("http://", "https://")):
         raise ConfigError(f"project URL must start with http:// or https://: {url}")
     timeout = float(_or(pick("timeout", "BOINC_GAHP_TIMEOUT", "timeout"), 60.0))

@@ -12,6 +12,7 @@ from collections.abc import Sequence
 import pluggy
 
 from gahp_core import __version__
+from gahp_core.config import ConfigError
 from gahp_core.dialect import Dialect
 from gahp_core.gahp_dialect import GahpDialect
 from gahp_core.hooks import BackendContext, BackendNotFound, load_backend, plugin_manager
@@ -95,6 +96,11 @@ def run(pm: pluggy.PluginManager, options: argparse.Namespace) -> int:
     setup_logging(options.log, options.log_level, stderr_default=not quiet_stderr)
     try:
         server = build_server(pm, options)
+    except ConfigError as exc:
+        log.error("cannot start: %s", exc)
+        if not quiet_stderr:
+            print(f"error: {exc}", file=sys.stderr)
+        return 2
     except Exception as exc:
         log.exception("cannot start")
         if not quiet_stderr:

@@ -38,6 +38,7 @@ from gahp_boinc.rpc import BoincRpc, JobParams, Project
 from gahp_boinc.staging import Md5Cache, StagingError
 from gahp_boinc.submit import JobSpec as BoincJob
 from gahp_boinc.submit import SubmitRequest, submit
+from gahp_core.config import ConfigError, read_secret_file
 from gahp_lrms.base import Driver
 from gahp_lrms.model import DriverError, JobInfo, JobSpec, JobStatus
 
@@ -48,12 +49,9 @@ T = TypeVar("T")
 
 def _read_authenticator(path: str) -> str:
     try:
-        text = Path(path).expanduser().read_text().strip()
-    except OSError as exc:
-        raise DriverError(f"cannot read BOINC authenticator file {path}: {exc.strerror}") from None
-    if not text or any(c.isspace() for c in text):
-        raise DriverError(f"BOINC authenticator file {path} must hold one authenticator")
-    return text
+        return read_secret_file(path, "BOINC authenticator")
+    except ConfigError as exc:
+        raise DriverError(str(exc)) from None
 
 
 class BoincDriver(Driver):

@@ -45,3 +45,19 @@ def test_check_input(tmp_path):
         check_input(tmp_path / "missing")
     with pytest.raises(StagingError, match="not a regular file"):
         check_input(tmp_path)
+
+
+def test_configuration_errors_are_clear_cli_messages(tmp_path):
+    import subprocess
+    import sys
+
+    bad = tmp_path / "gahp.toml"
+    bad.write_text('project_url = "http://x/"\nprojekt = 1\n')
+    r = subprocess.run([sys.executable, "-m", "gahp_boinc", "--config", str(bad)],
+                       capture_output=True, text=True, timeout=30, stdin=subprocess.DEVNULL)
+    assert r.returncode == 2 and "unknown keys ['projekt']" in r.stderr
+    assert "Traceback" not in r.stderr and r.stdout == ""
+    r = subprocess.run([sys.executable, "-m", "gahp_boinc", "--project-url", "http://x/",
+                        "--authenticator-file", str(tmp_path / "missing")],
+                       capture_output=True, text=True, timeout=30, stdin=subprocess.DEVNULL)
+    assert r.returncode == 2 and "cannot read authenticator file" in r.stderr
