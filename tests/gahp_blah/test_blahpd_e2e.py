@@ -249,3 +249,22 @@ def test_escaped_classad_on_the_wire(blah, program, tmp_path):
     assert res[0] == "0", res
     blah.wait(res[2], 4)
     assert json.loads((tmp_path / "o").read_text())["argv"] == ["a b"]
+
+
+def test_refresh_proxy_replaces_the_jobs_proxy(blah, program, tmp_path):
+    proxy = tmp_path / "x509up"
+    proxy.write_text("old proxy")
+    res = blah.submit(Cmd=str(program), Iwd=str(tmp_path), Environment="BT_SLEEP=30",
+                      x509UserProxy=str(proxy), Out="o", gridtype="fork")
+    jobid = res[2]
+    fresh = tmp_path / "fresh"
+    fresh.write_text("new proxy")
+    assert blah.client.call("BLAH_JOB_REFRESH_PROXY", jobid, str(fresh)) == ["0", "No error"]
+    assert proxy.read_text() == "new proxy"
+    assert oct(proxy.stat().st_mode & 0o777) == "0o600"
+    res = blah.client.call("BLAH_JOB_REFRESH_PROXY", jobid, str(tmp_path / "missing"))
+    assert res[0] != "0" and "missing" in res[1]
+    blah.client.call("BLAH_JOB_CANCEL", jobid, timeout=60)
+    blah.wait(jobid, 3)
+    res = blah.client.call("BLAH_JOB_REFRESH_PROXY", jobid, str(fresh))
+    assert res[0] != "0" and "finished" in res[1]
