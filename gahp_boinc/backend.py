@@ -16,7 +16,7 @@ from gahp_boinc.outputs import FetchRequest, OutputError, fetch_output
 from gahp_boinc.replies import RpcError
 from gahp_boinc.rpc import BoincRpc, JobParams, Project
 from gahp_boinc.staging import Md5Cache, StagingError
-from gahp_boinc.submit import JobSpec, SubmitRequest, submit
+from gahp_boinc.submit import JobSpec, SubmitRequest, SubmitState, submit
 from gahp_core import BackendContext, BadRequest, Command, Version, hookimpl
 
 log = logging.getLogger("gahp.boinc")
@@ -91,6 +91,7 @@ class BoincBackend:
             BoincRpc.make_client(config.timeout, config.verify), max_tries=1 + config.retries
         )
         self.md5 = Md5Cache()
+        self.submit_state = SubmitState()
         context.on_shutdown(self.rpc.client.aclose)
 
     # ---- parsers: run when the request arrives ----------------------------------------------
@@ -205,7 +206,14 @@ class BoincBackend:
     async def submit(self, parsed) -> tuple[str, ...]:
         project, req = parsed
         _need(project)
-        await submit(self.rpc, req, self.md5, self.context.run_in_worker, self.config.lease_seconds)
+        await submit(
+            self.rpc,
+            req,
+            self.md5,
+            self.context.run_in_worker,
+            self.config.lease_seconds,
+            self.submit_state,
+        )
         return (NULL,)
 
     async def query_batches(self, parsed) -> tuple[str, ...]:
@@ -282,15 +290,28 @@ def _need(project: Project | None) -> Project:
 
 
 def _guard(handler):
-    """Turn the expected failures into one-line error messages (the error result)."""
+    """Turn the expected failures into one-line error messages (the error result).
+
+    The authenticator is masked in every message: a server may echo the download URL
+    (``auth_str=...``) or the request in its error text.
+    """
 
     async def run(parsed):
+        project = parsed[0] if isinstance(parsed, tuple) and parsed else None
+        auth = project.authenticator if isinstance(project, Project) else ""
+
+        def hide(text: str) -> str:
+            return text.replace(auth, "***") if auth else text
+
         try:
             return await handler(parsed)
         except (RpcError, StagingError, OutputError, NoProject) as exc:
-            raise _Reported(str(exc)) from None
+            raise _Reported(hide(str(exc))) from None
         except OSError as exc:
-            raise _Reported(f"local file error: {exc}") from None
+            raise _Reported(hide(f"local file error: {exc}")) from None
+        except Exception as exc:
+            log.exception("unexpected failure")
+            raise _Reported(hide(f"internal error: {type(exc).__name__}: {exc}")) from None
 
     run.__name__ = getattr(handler, "__name__", "handler")
     return run

@@ -131,10 +131,18 @@ async def _fetch_zip(
                     if _discard(dest):
                         continue
                     dest.parent.mkdir(parents=True, exist_ok=True)
-                    part = dest.with_name(f".{dest.name}.part-{os.getpid()}")
-                    with zf.open(m) as src, open(part, "wb") as out:
-                        shutil.copyfileobj(src, out)
-                    os.replace(part, dest)
+                    part = dest.with_name(
+                        f".{dest.name}.part-{os.getpid()}-{random.getrandbits(32):08x}"
+                    )
+                    try:
+                        # A new file (never through a planted link), not world-writable.
+                        fd = os.open(part, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+                        with zf.open(m) as src, os.fdopen(fd, "wb") as out:
+                            shutil.copyfileobj(src, out)
+                        os.replace(part, dest)
+                    finally:
+                        if part.exists():
+                            part.unlink()
         except zipfile.BadZipFile:
             raise RpcError(f"output archive {zip_name} of {req.job} is not a valid zip") from None
     finally:

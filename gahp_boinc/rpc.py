@@ -12,6 +12,7 @@ import asyncio
 import logging
 import os
 import random
+import ssl
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -162,7 +163,8 @@ class BoincRpc:
                 )
             except httpx.TransportError as exc:
                 err = RpcError(
-                    f"{command}: cannot reach {url}: {_transport_reason(exc)}", retryable=True
+                    f"{command}: cannot reach {url}: {_transport_reason(exc)}",
+                    retryable=not _is_certificate_error(exc),
                 )
             except OSError as exc:
                 raise RpcError(f"{command}: cannot read input file: {exc}") from None
@@ -267,9 +269,16 @@ class BoincRpc:
         )
         return [b for b in as_list(parse_reply(body, "query_batches").get("batch")) if b]
 
-    async def query_files(self, project: Project, batch_id: int, names: Sequence[str]) -> list[int]:
-        """Indices (into ``names``) of the files the server does not have."""
-        inner = _el("batch_id", batch_id) + "".join(_el("phys_name", n) for n in names)
+    async def query_files(
+        self, project: Project, batch_id: int | None, names: Sequence[str]
+    ) -> list[int]:
+        """Indices (into ``names``) of the files the server does not have.
+
+        With a ``batch_id`` the server links the files it has to that batch.
+        """
+        inner = (_el("batch_id", batch_id) if batch_id is not None else "") + "".join(
+            _el("phys_name", n) for n in names
+        )
         body = await self._post(
             project, "job_file.php", "query_files", _request("query_files", project, inner)
         )
@@ -478,6 +487,16 @@ def _upload_chunks(files: Sequence[tuple[str, Path]]):
         size += fsize
     if chunk:
         yield chunk
+
+
+def _is_certificate_error(exc: BaseException) -> bool:
+    """A TLS certificate that failed verification: retrying cannot help."""
+    seen: BaseException | None = exc
+    while seen is not None:
+        if isinstance(seen, ssl.SSLCertVerificationError):
+            return True
+        seen = seen.__cause__ or seen.__context__
+    return "CERTIFICATE_VERIFY_FAILED" in str(exc)
 
 
 def _transport_reason(exc: Exception) -> str:

@@ -47,6 +47,28 @@ class SubmitRequest:
     params: JobParams = JobParams()
 
 
+@attrs.define
+class SubmitState:
+    """What the submissions of one GAHP process share.
+
+    ``unfinished`` maps (project URL, batch name) of submissions that created their batch and
+    then failed to whether their files were linked to it already (query_files done): a
+    resubmission of such a name fills that batch, if still in its init state, instead of
+    creating a second batch of the same name, and does not link a file twice (the server
+    fails with HTTP 500 on a second link).
+    """
+
+    unfinished: dict[tuple[str, str], bool] = attrs.field(factory=dict)
+    _locks: dict[str, asyncio.Lock] = attrs.field(factory=dict)
+
+    def staging_lock(self, project_url: str) -> asyncio.Lock:
+        """The lock serialising query_files + upload_files for one project."""
+        lock = self._locks.get(project_url)
+        if lock is None:
+            lock = self._locks[project_url] = asyncio.Lock()
+        return lock
+
+
 @attrs.frozen
 class SubmitReport:
     """What a submission did (for logs and benchmarks)."""
@@ -63,8 +85,15 @@ async def submit(
     md5: Md5Cache,
     run_in_worker: Callable[..., Awaitable[Any]],
     lease_seconds: float = 3600.0,
+    state: SubmitState | None = None,
 ) -> SubmitReport:
-    """Run the whole submission; raise :class:`RpcError` or :class:`StagingError` on failure."""
+    """Run the whole submission; raise :class:`RpcError` or :class:`StagingError` on failure.
+
+    ``state`` is shared by the submissions of one process (see :class:`SubmitState`).
+    """
+    if state is None:
+        state = SubmitState()
+    unfinished = state.unfinished
     project = req.project
     # Check everything local first: a bad request must not leave an empty batch behind.
     command_lines = [command_line(job.args) for job in req.jobs]
@@ -91,13 +120,27 @@ async def submit(
         distinct.setdefault(name, paths[src])
     names = list(distinct)
 
-    batch_id = await _create_batch(rpc, project, req, lease_seconds)
-    absent = (
-        await _step("querying files", rpc.query_files(project, batch_id, names)) if names else []
-    )
-    to_upload = [(names[i], distinct[names[i]]) for i in sorted(set(absent))]
-    if to_upload:
-        await _step("uploading files", rpc.upload_files(project, batch_id, to_upload))
+    key = (project.url, req.batch)
+    batch_id = await _find_init_batch(rpc, project, req.batch) if key in unfinished else None
+    linked = batch_id is not None and unfinished[key]
+    if batch_id is None:
+        batch_id = await _create_batch(rpc, project, req, lease_seconds)
+    else:
+        log.info("reusing batch %s (id %d) left by a failed submission", req.batch, batch_id)
+    unfinished[key] = linked
+    link_to = None if linked else batch_id
+    # Two submissions sharing a file must not both find it absent and both upload it (the
+    # second upload fails with HTTP 500): staging is serialised per project.
+    async with state.staging_lock(project.url):
+        absent = (
+            await _step("querying files", rpc.query_files(project, link_to, names))
+            if names
+            else []
+        )
+        unfinished[key] = True
+        to_upload = [(names[i], distinct[names[i]]) for i in sorted(set(absent))]
+        if to_upload:
+            await _step("uploading files", rpc.upload_files(project, batch_id, to_upload))
     jobs = [
         JobInput(
             name=job.name, command_line=cl, inputs=tuple(phys_of[src] for src, _ in job.inputs)
@@ -105,6 +148,7 @@ async def submit(
         for job, cl in zip(req.jobs, command_lines, strict=True)
     ]
     await _step("submitting batch", rpc.submit_batch(project, batch_id, req.app, jobs, req.params))
+    unfinished.pop(key, None)
     report = SubmitReport(
         batch_id=batch_id,
         distinct_files=len(names),
@@ -169,8 +213,8 @@ async def _create_batch(
 ) -> int:
     """create_batch, reusing a batch of the same name still in its init state.
 
-    A resubmission after a lost reply (or a restarted GAHP) then fills the batch it
-    created before instead of leaving a second one behind.
+    A resubmission after a lost reply then fills the batch it created before instead of
+    leaving a second one behind.
     """
     expire = time.time() + lease_seconds
     try:

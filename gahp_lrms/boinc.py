@@ -37,7 +37,7 @@ from gahp_boinc.replies import RpcError
 from gahp_boinc.rpc import BoincRpc, JobParams, Project
 from gahp_boinc.staging import Md5Cache, StagingError
 from gahp_boinc.submit import JobSpec as BoincJob
-from gahp_boinc.submit import SubmitRequest, submit
+from gahp_boinc.submit import SubmitRequest, SubmitState, submit
 from gahp_core.config import ConfigError, read_secret_file
 from gahp_lrms.base import Driver
 from gahp_lrms.model import DriverError, JobInfo, JobSpec, JobStatus
@@ -83,6 +83,7 @@ class BoincDriver(Driver):
         self.lease_seconds = float(config.get("lease_seconds", 7 * 24 * 3600))
         self.rpc_timeout = float(config.get("rpc_timeout", 280))
         self.md5 = Md5Cache()
+        self.submit_state = SubmitState()  # shared staging lock and retry bookkeeping
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(
             target=self._loop.run_forever, name="boinc-driver-loop", daemon=True
@@ -186,7 +187,8 @@ class BoincDriver(Driver):
             jobs=(BoincJob(name=job, args=spec.arguments, inputs=tuple(inputs)),),
             params=params,
         )
-        self._run(submit(self.rpc, req, self.md5, self._in_worker, self.lease_seconds))
+        self._run(submit(self.rpc, req, self.md5, self._in_worker, self.lease_seconds,
+                         self.submit_state))
         self._save(
             {
                 "job": job,

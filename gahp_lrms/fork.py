@@ -115,7 +115,7 @@ class ForkDriver(Driver):
         if not os.path.isdir(workdir):
             raise DriverError(f"working directory {workdir} does not exist")
         try:
-            jobdir.mkdir(parents=True)
+            jobdir.mkdir(mode=0o700, parents=True)
             data = {
                 "executable": spec.executable,
                 "arguments": list(spec.arguments),

@@ -64,7 +64,7 @@ def write_json_atomic(path: Path, data: dict[str, Any]) -> None:
 @contextlib.contextmanager
 def job_lock(jobdir: Path):  # type: ignore[no-untyped-def]
     """Serialise marker changes and signals between the driver and the supervisor."""
-    with open(jobdir / LOCK, "a") as f:
+    with os.fdopen(os.open(jobdir / LOCK, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600), "a") as f:
         fcntl.flock(f, fcntl.LOCK_EX)
         try:
             yield
@@ -248,7 +248,7 @@ def daemonize(jobdir: Path) -> None:
         os._exit(0)
     os.chdir("/")
     devnull = os.open(os.devnull, os.O_RDWR)
-    log = os.open(jobdir / LOG, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    log = os.open(jobdir / LOG, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
     os.dup2(devnull, 0)
     os.dup2(log, 1)
     os.dup2(log, 2)

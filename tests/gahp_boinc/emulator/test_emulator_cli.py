@@ -9,7 +9,7 @@ from pathlib import Path
 
 import httpx
 import pytest
-from conftest import expected
+from emu_helpers import expected
 
 CMD = [sys.executable, "-m", "gahp_boinc.emulator"]
 

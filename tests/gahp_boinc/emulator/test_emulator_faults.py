@@ -8,7 +8,7 @@ import xml.etree.ElementTree as ET
 
 import httpx
 import pytest
-from conftest import Boinc, expected
+from emu_helpers import Boinc, expected
 
 from gahp_boinc.emulator import EmulatorServer
 from gahp_boinc.emulator.faults import parse_fault_spec

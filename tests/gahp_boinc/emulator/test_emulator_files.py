@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from conftest import Boinc, phys_name
+from emu_helpers import Boinc, phys_name
 
 from gahp_boinc.emulator import EmulatorServer
 

@@ -8,7 +8,7 @@ import re
 import time
 import zipfile
 
-from conftest import Boinc, expected, phys_name
+from emu_helpers import Boinc, expected, phys_name
 
 from gahp_boinc.emulator import EmulatorServer
 from gahp_boinc.emulator.volunteer import split_command_line

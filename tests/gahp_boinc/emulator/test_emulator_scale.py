@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 
-from conftest import Boinc
+from emu_helpers import Boinc
 
 
 def submit_many(boinc: Boinc, batch: str, njobs: int, src: str) -> float:

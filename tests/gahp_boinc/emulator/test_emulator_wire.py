@@ -8,7 +8,7 @@ from __future__ import annotations
 import re
 
 import pytest
-from conftest import Boinc, expected, phys_name
+from emu_helpers import Boinc, expected, phys_name
 
 IN1 = b"hello boinc one\n"
 IN2 = b"hello boinc two\n"
