@@ -9,7 +9,7 @@ work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
 version="$(python3 -c 'import gahp_core; print(gahp_core.__version__)')"
 scripts=(gahp-server boinc-gahp boinc-emulator boinc-gahp-demo blahpd gahp-shell
-         ng_invoke_server.Fork ng_invoke_server.Slurm)
+         ng_invoke_server.Fork ng_invoke_server.Slurm ng_invoke_server.SGE)
 
 echo "== build $version"
 python3 -m pip install -q build

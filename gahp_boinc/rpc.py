@@ -156,7 +156,10 @@ class BoincRpc:
                     fh = open(path, "rb")  # noqa: SIM115 - closed in finally
                     handles.append(fh)
                     parts.append((f"file_{i}", (path.name, fh, "application/octet-stream")))
+                sent = time.monotonic()
                 resp = await self.client.post(url, files=parts)
+                log.debug("%s: HTTP %d, %d bytes in %.3f s", command, resp.status_code,
+                          len(resp.content), time.monotonic() - sent)
             except httpx.TimeoutException as exc:
                 err = RpcError(
                     f"{command}: no reply from {url} in time ({type(exc).__name__})", retryable=True

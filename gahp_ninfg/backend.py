@@ -39,7 +39,9 @@ def gahp_version() -> Version:
 @hookimpl
 def gahp_add_options(parser: argparse.ArgumentParser) -> None:
     g = parser.add_argument_group("Ninf-G")
-    g.add_argument("--driver", default="fork", help="job driver: fork, slurm, pbs (default fork)")
+    g.add_argument(
+        "--driver", default="fork", help="job driver: fork, slurm, pbs, sge (default fork)"
+    )
     g.add_argument(
         "--driver-option",
         action="append",

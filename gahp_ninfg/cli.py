@@ -1,8 +1,10 @@
-"""``ng_invoke_server.Fork`` and ``ng_invoke_server.Slurm``: the executables Ninf-G runs.
+"""``ng_invoke_server.Fork``, ``.Slurm`` and ``.SGE``: the executables Ninf-G runs.
 
 The Ninf-G client passes nothing but ``-l <logfile>``; everything else comes in the
 requests. Driver options can be given in the environment: ``NG_INVOKE_SLURM_CONF`` (the
-Slurm configuration) — and Slurm's own ``SLURM_CONF`` is honoured as usual.
+Slurm configuration) — and Slurm's own ``SLURM_CONF`` is honoured as usual;
+``NG_INVOKE_SGE_PE`` (the Grid Engine parallel environment for jobs with ``count`` > 1) —
+Grid Engine itself is found through ``SGE_ROOT``/``SGE_CELL``/``SGE_QMASTER_PORT``.
 """
 
 from __future__ import annotations
@@ -27,6 +29,9 @@ def _run(driver: str, prog: str, argv: Sequence[str] | None) -> None:
     conf = os.environ.get("NG_INVOKE_SLURM_CONF")
     if driver in ("slurm", "pbs") and conf:
         inner += ["--driver-option", f"slurm_conf={conf}"]
+    pe = os.environ.get("NG_INVOKE_SGE_PE")
+    if driver == "sge" and pe:
+        inner += ["--driver-option", f"parallel_environment={pe}"]
     main_for_backend("ninfg", inner, prog=prog, log_env="NG_INVOKE_SERVER_LOG")
 
 
@@ -38,3 +43,8 @@ def fork_main(argv: Sequence[str] | None = None) -> None:
 def slurm_main(argv: Sequence[str] | None = None) -> None:
     """Jobs go to Slurm."""
     _run("slurm", "ng_invoke_server.Slurm", argv)
+
+
+def sge_main(argv: Sequence[str] | None = None) -> None:
+    """Jobs go to (Son of) Grid Engine."""
+    _run("sge", "ng_invoke_server.SGE", argv)

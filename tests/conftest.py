@@ -36,3 +36,48 @@ def slurm_env() -> dict[str, str] | None:
     if proc.returncode != 0 or not proc.stdout.strip():
         return None
     return env
+
+
+# ---------------------------------------------------------------------- Grid Engine
+SGE_VARS = ("SGE_ROOT", "SGE_CELL", "SGE_QMASTER_PORT", "SGE_EXECD_PORT", "SGE_ARCH")
+
+
+def sge_settings() -> dict[str, str]:
+    """SGE_ROOT & co.: the environment's when $SGE_ROOT is set, else those in the file
+    `.ci/sge-up.sh` writes ($GAHP_SGE_DIR/env, default /tmp/gahp-sge/env).  PATH is never
+    changed: SGE's qsub must not hide Slurm's PBS qsub from the pbs tests."""
+    if os.environ.get("SGE_ROOT"):
+        return {k: os.environ[k] for k in SGE_VARS if os.environ.get(k)}
+    path = Path(os.environ.get("GAHP_SGE_DIR", "/tmp/gahp-sge")) / "env"
+    settings: dict[str, str] = {}
+    try:
+        lines = path.read_text().splitlines()
+    except OSError:
+        return settings
+    for line in lines:
+        name, sep, value = line.removeprefix("export ").partition("=")
+        if sep and name in SGE_VARS:
+            settings[name] = value.strip().strip("'\"")
+    return settings
+
+
+@pytest.fixture(scope="session")
+def sge_env() -> dict[str, str] | None:
+    """Environment for processes that talk to the live Grid Engine (os.environ plus SGE_ROOT,
+    SGE_CELL, SGE_QMASTER_PORT), or None when it is not up."""
+    settings = sge_settings()
+    if not settings.get("SGE_ROOT"):
+        return None
+    qstat = sorted(Path(settings["SGE_ROOT"], "bin").glob("*/qstat"))
+    if not qstat:
+        return None
+    env = {**os.environ, **settings}
+    try:
+        proc = subprocess.run(
+            [str(qstat[0]), "-g", "c"], env=env, capture_output=True, text=True, timeout=10
+        )
+    except (subprocess.TimeoutExpired, OSError):
+        return None
+    if proc.returncode != 0:
+        return None
+    return env

@@ -50,6 +50,10 @@ def is_loopback(host: str) -> bool:
 
 class _HTTPServer(ThreadingHTTPServer):
     daemon_threads = True
+    # Every reply closes its connection (as the reference server does), so a burst of
+    # requests is a burst of connects: socketserver's default backlog of 5 drops them
+    # (1 s SYN retransmits, resets). Apache listens with 511.
+    request_queue_size = 511
     block_on_close = False
 
     def __init__(self, addr: tuple[str, int], emu: EmulatorServer, family: int) -> None:

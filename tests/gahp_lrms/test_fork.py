@@ -9,7 +9,7 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import TRICKY_ARGS, TRICKY_ENV, wait_for, wait_status
+from lrms_helpers import TRICKY_ARGS, TRICKY_ENV, wait_for, wait_status
 
 from gahp_lrms import DriverError, JobSpec, JobStatus, get_driver
 from gahp_lrms.fork import ForkDriver

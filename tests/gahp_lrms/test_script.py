@@ -6,7 +6,7 @@ import json
 import subprocess
 import sys
 
-from conftest import ECHO_PROGRAM, TRICKY_ARGS, TRICKY_ENV
+from lrms_helpers import ECHO_PROGRAM, TRICKY_ARGS, TRICKY_ENV
 
 from gahp_lrms import JobSpec
 from gahp_lrms.script import render_script

@@ -7,7 +7,7 @@ import subprocess
 import time
 
 import pytest
-from conftest import TRICKY_ARGS, TRICKY_ENV, wait_status
+from lrms_helpers import TRICKY_ARGS, TRICKY_ENV, wait_status
 
 from gahp_lrms import Driver, DriverError, JobSpec, JobStatus, get_driver
 

@@ -1,4 +1,4 @@
-"""ng_invoke_server.Fork / .Slurm driven as the Ninf-G 5.0 C client drives them.
+"""ng_invoke_server.Fork / .Slurm / .SGE driven as the Ninf-G 5.0 C client drives them.
 
 The client reads replies on stdout and notifications on stderr and recognises only CRLF
 line ends: the reader here refuses any other terminator.
@@ -111,18 +111,23 @@ class NinfgClient:
         return self.proc.wait(60)
 
 
-@pytest.fixture(params=["Fork", "Slurm"])
-def server(request, slurm_env, tmp_path):
+@pytest.fixture(params=["Fork", "Slurm", "SGE"])
+def server(request, slurm_env, sge_env, tmp_path):
     if request.param == "Slurm" and slurm_env is None:
         reason = "Slurm is not reachable (start it with `bash .ci/slurm-up.sh`)"
         if os.environ.get("GAHP_REQUIRE_SLURM") == "1":
             pytest.fail(f"GAHP_REQUIRE_SLURM=1 but {reason}", pytrace=False)
         pytest.skip(reason)
+    if request.param == "SGE" and sge_env is None:
+        reason = "Grid Engine is not reachable (start it with `bash .ci/sge-up.sh`)"
+        if os.environ.get("GAHP_REQUIRE_SGE") == "1":
+            pytest.fail(f"GAHP_REQUIRE_SGE=1 but {reason}", pytrace=False)
+        pytest.skip(reason)
     exe = str(Path(sys.executable).parent / f"ng_invoke_server.{request.param}")
     if not Path(exe).exists():
         exe = f"ng_invoke_server.{request.param}"
-    client = NinfgClient(exe, slurm_env if request.param == "Slurm" else None,
-                         tmp_path / "invoke.log")
+    env = {"Slurm": slurm_env, "SGE": {**(sge_env or {}), "NG_INVOKE_SGE_PE": "smp"}}
+    client = NinfgClient(exe, env.get(request.param), tmp_path / "invoke.log")
     client.kind = request.param
     yield client
     client.close()

@@ -1,0 +1,549 @@
+"""The ``sge`` driver: (Son of) Grid Engine through qsub, qstat -xml, qacct, qdel, qhold/qrls, qmod.
+
+* Commands: ``bin_dir`` when configured, else ``$SGE_ROOT/bin/<arch>`` (``sge_root`` or
+  ``$SGE_ROOT``): never whatever ``qsub`` comes first in PATH, which may be another batch
+  system's (Debian's slurm-wlm-torque ships ``/usr/bin/qsub``).
+* Submission: ``qsub -terse -C '' -V -S /bin/sh [options]`` with the script (see
+  :mod:`gahp_lrms.script`) on its standard input.  ``-C ''`` turns off ``#$`` directives, so
+  a user string that makes a script line start with ``#$`` is not read as a qsub option.
+  User strings reach qsub only as separate ``argv`` items (``-q``, ``-P``, ``-wd``) or
+  shell-quoted inside the script (arguments, environment, working directory, stream paths:
+  the script redirects the streams, SGE's own ``-o``/``-e`` are ``/dev/null``, because SGE
+  expands ``$JOB_ID``-style pseudo variables in those paths and in ``-wd``; a working
+  directory containing ``$`` is therefore not given to ``-wd`` at all, the script's ``cd``
+  does the work).  The job inherits the submitting process's environment (``-V``).
+  ``nodes``/``cpus_per_node``/``count`` need more than one slot: ``-pe <parallel_environment>
+  N``; without a configured parallel environment a multi-slot request is refused, except
+  that ``count`` instances alone run in one slot.  ``memory_mb`` is the job's total:
+  ``h_vmem`` (a per-slot limit in SGE) gets its share per slot.
+* Status: ``qstat -xml -u '*'`` while the job is queued or runs (``Eqw`` adds the error
+  reason from ``qstat -j``), then ``qacct -j``.  The accounting record of a finished job may
+  lag behind its disappearance from qstat (qmaster writes it every accounting_flush_time,
+  15 s by default): for a job this driver submitted (a record in ``state_dir/submitted``)
+  the state qstat showed last (else RUNNING) is reported until the record appears, for at
+  most ``accounting_wait_s``.  A job known to neither is COMPLETED with an unknown exit
+  code.
+* Removed or completed: qacct cannot tell a ``qdel`` from a SIGKILL (both are ``failed 100 :
+  assumedly after job``, ``exit_status 137``), and a job deleted while pending has no record
+  at all.  So ``cancel`` records the job in ``state_dir/cancelled`` before ``qdel``, and a job
+  with that record is REMOVED once it leaves qstat (or while it is being deleted, state
+  ``d``).  A job ``qdel``-ed behind the driver's back shows COMPLETED, killed by signal 9.
+* Hold: a pending job gets ``qhold`` (``hqw``, HELD).  A running job is suspended with ``qmod
+  -sj`` (HELD, hold reason "suspended"; needs manager/operator rights, or refused with a
+  DriverError when ``suspend_running`` is false).  ``resume`` uses ``qmod -usj`` for a
+  suspended job, ``qrls`` for a held one and ``qmod -cj`` (clear the error) for ``Eqw``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import os
+import re
+import subprocess
+import threading
+import time
+import xml.etree.ElementTree as ET
+from collections.abc import Mapping
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import attrs
+
+from gahp_lrms.base import DEFAULT_TIMEOUT, Driver, command_failure, run_command
+from gahp_lrms.model import DriverError, JobInfo, JobSpec, JobStatus
+from gahp_lrms.script import render_script
+
+__all__ = [
+    "SgeDriver",
+    "info_from_qacct",
+    "info_from_qstat",
+    "parse_qacct",
+    "parse_qstat_error_reason",
+    "parse_qstat_xml",
+    "parse_seconds",
+    "qsub_options",
+    "sanitize_job_name",
+]
+
+_JOB_ID = re.compile(r"[1-9]\d*\Z")
+_SUBMITTED = re.compile(r"\s*(\d+)(?:\.\S*)?\s*\Z")  # "123" or "123.1-4:1" (-terse)
+_UNKNOWN_JOB = ("does not exist", "not found", "invalid queue or job")
+_FALSE = frozenset({"0", "false", "no", "off", ""})
+
+
+# ---------------------------------------------------------------------- pure parsing
+def parse_qstat_xml(text: str) -> dict[str, dict[str, str]]:
+    """Jobs in ``qstat -xml`` output, by job number: every child element of a ``job_list``
+    (``state``, ``queue_name``, ``slots``, ``JAT_start_time``, ...) as text, plus
+    ``list_state`` (its ``state`` attribute: ``running`` or ``pending``).  Array tasks of
+    one job are merged (the first one wins)."""
+    try:
+        root = ET.fromstring(text)
+    except ET.ParseError as exc:
+        raise DriverError(f"unreadable qstat -xml output: {exc}") from exc
+    jobs: dict[str, dict[str, str]] = {}
+    for node in root.iter("job_list"):
+        fields = {child.tag: (child.text or "").strip() for child in node}
+        fields["list_state"] = node.get("state", "")
+        number = fields.get("JB_job_number", "")
+        if number and number not in jobs:
+            jobs[number] = fields
+    return jobs
+
+
+def parse_qacct(text: str, job_id: str) -> dict[str, str] | None:
+    """The last ``qacct -j`` record (``key value`` lines between ``====`` rules) whose
+    ``jobnumber`` is ``job_id``, or None."""
+    found = None
+    record: dict[str, str] = {}
+    for line in [*text.splitlines(), "===="]:
+        if line.startswith("===="):
+            if record.get("jobnumber") == job_id:
+                found = record
+            record = {}
+            continue
+        key, _, value = line.strip().partition(" ")
+        if key:
+            record[key] = value.strip()
+    return found
+
+
+def parse_qstat_error_reason(text: str) -> str | None:
+    """The first ``error reason`` of ``qstat -j ID`` (plain text) output, without its task
+    number and time stamp, or None."""
+    for line in text.splitlines():
+        if line.startswith("error reason"):
+            reason = line.partition(":")[2].strip()
+            # "11/22/2026 12:54:53 [0:16142]: error: can't chdir to /x: No such file"
+            m = re.match(r"\d\d/\d\d/\d{4} \d\d:\d\d:\d\d \[[^\]]*\]:\s*(.*)", reason)
+            return (m.group(1) if m else reason) or None
+    return None
+
+
+def parse_seconds(text: str | None) -> float | None:
+    """Seconds in a qacct duration: ``12``, ``0.003s``, ``1:02:03`` or ``2:1:02:03``."""
+    if not text:
+        return None
+    text = text.strip().removesuffix("s")
+    try:
+        parts = [float(p) for p in text.split(":")]
+    except ValueError:
+        return None
+    if len(parts) > 4:
+        return None
+    seconds = 0.0
+    for part, unit in zip(reversed(parts), (1, 60, 3600, 86400), strict=False):
+        seconds += part * unit
+    return seconds
+
+
+def _host(queue_name: str | None) -> str | None:
+    """``all.q@host`` -> ``host``."""
+    if not queue_name or "@" not in queue_name:
+        return None
+    return queue_name.partition("@")[2] or None
+
+
+def _elapsed(start: str | None, now: float | None = None) -> float | None:
+    if not start:
+        return None
+    try:
+        started = datetime.fromisoformat(start).timestamp()  # local time, as qstat prints it
+    except ValueError:
+        return None
+    return max(0.0, (time.time() if now is None else now) - started)
+
+
+def info_from_qstat(
+    fields: Mapping[str, str],
+    *,
+    error_reason: str | None = None,
+    cancelled: bool = False,
+    now: float | None = None,
+) -> JobInfo:
+    """A :class:`JobInfo` from one job of :func:`parse_qstat_xml`.
+
+    ``E`` (error) -> HELD with ``error_reason``; ``d`` (being deleted) -> REMOVED when the
+    driver cancelled it; ``s``/``S``/``T`` (suspended by the job, its queue, a threshold) ->
+    HELD "suspended"; ``r``/``t`` -> RUNNING; ``h`` -> HELD; ``qw`` -> IDLE."""
+    state = fields.get("state", "")
+    node = _host(fields.get("queue_name"))
+    wall = _elapsed(fields.get("JAT_start_time"), now)
+    if "E" in state:
+        reason = error_reason or "job in error state (Eqw)"
+        if not reason.lower().startswith("error"):
+            reason = f"error: {reason}"
+        return JobInfo(JobStatus.HELD, hold_reason=reason)
+    if "d" in state and cancelled:
+        return JobInfo(
+            JobStatus.REMOVED, exit_reason="cancelled", worker_node=node, wallclock_s=wall
+        )
+    if "s" in state:
+        return JobInfo(JobStatus.HELD, hold_reason="suspended", worker_node=node, wallclock_s=wall)
+    if "S" in state or "T" in state:
+        why = "suspended (queue suspended)" if "S" in state else "suspended (load threshold)"
+        return JobInfo(JobStatus.HELD, hold_reason=why, worker_node=node, wallclock_s=wall)
+    if "r" in state or "t" in state:
+        return JobInfo(JobStatus.RUNNING, worker_node=node, wallclock_s=wall)
+    if "h" in state:
+        return JobInfo(JobStatus.HELD, hold_reason="held (qhold)")
+    if "q" in state or "w" in state:
+        return JobInfo(JobStatus.IDLE)
+    raise DriverError(f"unexpected Grid Engine job state {state!r}")
+
+
+def info_from_qacct(record: Mapping[str, str], *, cancelled: bool = False) -> JobInfo:
+    """A :class:`JobInfo` from a :func:`parse_qacct` record.
+
+    ``failed 0``: the job's own exit status.  ``failed 100`` (assumedly after job) with an
+    ``exit_status`` above 128: killed by signal ``exit_status - 128``.  Any other ``failed``
+    code means Grid Engine could not run the job (exit code unknown, the reason says why)."""
+    node = record.get("hostname") or None
+    common: dict[str, Any] = {
+        "worker_node": None if node in (None, "NONE", "-/-") else node,
+        "wallclock_s": parse_seconds(record.get("ru_wallclock")),
+        "user_cpu_s": parse_seconds(record.get("ru_utime")),
+        "sys_cpu_s": parse_seconds(record.get("ru_stime")),
+    }
+    if cancelled:
+        return JobInfo(JobStatus.REMOVED, exit_reason="cancelled", **common)
+    failed_text = record.get("failed", "0")
+    failed_code, _, failed_why = failed_text.partition(":")
+    try:
+        failed = int(failed_code.strip() or 0)
+    except ValueError:
+        failed = -1
+    try:
+        status: int | None = int(record.get("exit_status", "").split()[0])
+    except (ValueError, IndexError):
+        status = None
+    if failed == 0:
+        why = f"exited with status {status}" if status else None
+        return JobInfo(JobStatus.COMPLETED, exit_code=status, exit_reason=why, **common)
+    if failed == 100 and status is not None and status > 128:
+        signal = status - 128
+        return JobInfo(
+            JobStatus.COMPLETED,
+            exit_signal=signal,
+            exit_reason=f"killed by signal {signal}",
+            **common,
+        )
+    if failed == 100:
+        why = f"exited with status {status}" if status else None
+        return JobInfo(JobStatus.COMPLETED, exit_code=status, exit_reason=why, **common)
+    why = failed_why.strip() or f"code {failed_text}"
+    return JobInfo(
+        JobStatus.COMPLETED, exit_reason=f"Grid Engine could not run the job: {why}", **common
+    )
+
+
+def sanitize_job_name(name: str | None, default: str = "gahp") -> str:
+    """A valid Grid Engine object name: ``[A-Za-z0-9_.+-]``, not starting with a digit, at
+    most 64 characters."""
+    clean = re.sub(r"[^A-Za-z0-9_.+-]", "_", name or "")
+    if clean[:1].isdigit():
+        clean = "j" + clean
+    return clean[:64] or default
+
+
+def job_slots(spec: JobSpec) -> int:
+    """Slots a job reserves: ``nodes * cpus_per_node``, at least ``count``."""
+    per_node = spec.cpus_per_node or 1
+    return max((spec.nodes or 1) * per_node, spec.count)
+
+
+def qsub_options(
+    spec: JobSpec, *, parallel_environment: str | None = None, workdir: str | None = None
+) -> list[str]:
+    """qsub options for ``spec`` (a list of argv items, never shell text)."""
+    opts = ["-terse", "-C", "", "-V", "-S", "/bin/sh", "-N", sanitize_job_name(spec.name)]
+    opts += ["-o", "/dev/null", "-e", "/dev/null", "-j", "n", "-r", "n"]
+    workdir = workdir if workdir is not None else spec.workdir
+    if workdir is not None and "$" not in workdir:  # -wd expands $JOB_ID & co.
+        opts += ["-wd", workdir]
+    else:
+        opts += ["-wd", "/"]
+    if spec.queue:
+        opts += ["-q", spec.queue]
+    if spec.project:
+        opts += ["-P", spec.project]
+    slots = job_slots(spec)
+    reserve = max((spec.nodes or 1) * (spec.cpus_per_node or 1), 1)
+    if parallel_environment and slots > 1:
+        opts += ["-pe", parallel_environment, str(slots)]
+    elif reserve > 1:
+        raise DriverError(
+            f"the job asks for {reserve} slots: Grid Engine needs a parallel environment"
+            " for that (set the sge driver's parallel_environment option)"
+        )
+    else:
+        slots = 1
+    resources = []
+    if spec.runtime_s:
+        resources.append(f"h_rt={int(spec.runtime_s)}")
+    if spec.memory_mb:
+        resources.append(f"h_vmem={math.ceil(spec.memory_mb / slots)}M")
+    if resources:
+        opts += ["-l", ",".join(resources)]
+    if spec.start_held:
+        opts.append("-h")
+    return opts
+
+
+def _flag(value: Any) -> bool:
+    if isinstance(value, str):
+        return value.strip().lower() not in _FALSE
+    return bool(value)
+
+
+# ---------------------------------------------------------------------- driver
+class SgeDriver(Driver):
+    """Jobs in (Son of) Grid Engine.  Config keys: ``sge_root`` and ``sge_cell`` (exported as
+    SGE_ROOT/SGE_CELL; default: the environment's), ``sge_qmaster_port`` (SGE_QMASTER_PORT),
+    ``bin_dir`` (where qsub & co. are; default ``$SGE_ROOT/bin/<arch>``),
+    ``parallel_environment`` (for jobs of several slots), ``command_timeout`` (s, default 30),
+    ``submit_timeout`` (s, default 60), ``suspend_running`` (default true),
+    ``cancel_wait_s`` (default 10), ``accounting_wait_s`` (default 60)."""
+
+    name = "sge"
+    config_keys = frozenset(
+        {
+            "sge_root",
+            "sge_cell",
+            "sge_qmaster_port",
+            "bin_dir",
+            "parallel_environment",
+            "command_timeout",
+            "submit_timeout",
+            "suspend_running",
+            "cancel_wait_s",
+            "accounting_wait_s",
+        }
+    )
+
+    def __init__(self, config: Mapping[str, Any], state_dir: Path) -> None:
+        super().__init__(config, state_dir)
+        cfg = self.config
+        try:
+            self.timeout = float(cfg.get("command_timeout", DEFAULT_TIMEOUT))
+            self.submit_timeout = float(cfg.get("submit_timeout", 60.0))
+            self.cancel_wait_s = float(cfg.get("cancel_wait_s", 10.0))
+            self.accounting_wait_s = float(cfg.get("accounting_wait_s", 60.0))
+        except (TypeError, ValueError) as exc:
+            raise DriverError(f"sge driver: bad numeric option ({exc})") from None
+        self.suspend_running = _flag(cfg.get("suspend_running", True))
+        self.parallel_environment = str(cfg.get("parallel_environment") or "") or None
+        self.env = dict(os.environ)
+        for key, var in (
+            ("sge_root", "SGE_ROOT"),
+            ("sge_cell", "SGE_CELL"),
+            ("sge_qmaster_port", "SGE_QMASTER_PORT"),
+        ):
+            if cfg.get(key):
+                self.env[var] = str(cfg[key])
+        self.bin_dir = self._find_bin_dir()
+        self._final: dict[str, JobInfo] = {}  # finished jobs never change
+        self._last: dict[str, JobInfo] = {}  # what qstat showed last, by job
+        self._missing: dict[str, float] = {}  # when a job was first missing from qstat
+        self._lock = threading.Lock()
+
+    # ------------------------------------------------------------------ helpers
+    def _find_bin_dir(self) -> Path:
+        if self.config.get("bin_dir"):
+            return Path(str(self.config["bin_dir"]))
+        root = self.env.get("SGE_ROOT")
+        if not root:
+            raise DriverError(
+                "sge driver: cannot find Grid Engine: set the sge_root (or bin_dir) option"
+                " or $SGE_ROOT"
+            )
+        bins = Path(root) / "bin"
+        arch = self.env.get("SGE_ARCH")
+        if arch:
+            return bins / arch
+        found = sorted(p.parent for p in bins.glob("*/qsub"))
+        if len(found) == 1:
+            return found[0]
+        arch_script = Path(root) / "util" / "arch"
+        if arch_script.exists():
+            proc = run_command(["/bin/sh", str(arch_script)], timeout=self.timeout, env=self.env)
+            return bins / proc.stdout.strip()
+        raise DriverError(f"sge driver: no Grid Engine commands under {bins} (set bin_dir)")
+
+    def _run(
+        self, name: str, *args: str, check: bool = True, timeout: float | None = None
+    ) -> subprocess.CompletedProcess[str]:
+        return run_command(
+            [str(self.bin_dir / name), *args],
+            timeout=self.timeout if timeout is None else timeout,
+            env=self.env,
+            check=check,
+        )
+
+    @staticmethod
+    def _check_id(native_id: str) -> str:
+        if not isinstance(native_id, str) or not _JOB_ID.match(native_id):
+            raise DriverError(f"malformed Grid Engine job id {native_id!r}")
+        return native_id
+
+    def _mark(self, kind: str, native_id: str) -> Path:
+        return self.state_dir / kind / native_id
+
+    def _record(self, kind: str, native_id: str, *, required: bool = True) -> None:
+        """Note the job in ``state_dir/<kind>/`` (``submitted``: only to know that its
+        accounting record is worth waiting for; ``cancelled``: kept, it makes it REMOVED)."""
+        path = self._mark(kind, native_id)
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.touch()
+        except OSError as exc:
+            if required:
+                raise DriverError(f"cannot record job {native_id} in {path.parent}: {exc}") from exc
+
+    def _cancelled(self, native_id: str) -> bool:
+        return self._mark("cancelled", native_id).exists()
+
+    def queued(self, native_id: str) -> dict[str, str] | None:
+        """The job's ``qstat -xml`` fields while Grid Engine has it queued or running."""
+        proc = self._run("qstat", "-xml", "-u", "*")
+        return parse_qstat_xml(proc.stdout).get(native_id)
+
+    def accounting(self, native_id: str) -> dict[str, str] | None:
+        """The job's ``qacct -j`` record, or None when there is none (yet)."""
+        proc = self._run("qacct", "-j", native_id, check=False)
+        if proc.returncode == 0:
+            return parse_qacct(proc.stdout, native_id)
+        text = (proc.stderr + proc.stdout).lower()
+        if any(s in text for s in ("not found", "no jobs running", "no such file")):
+            return None
+        raise DriverError(command_failure(["qacct"], proc))
+
+    def _error_reason(self, native_id: str) -> str | None:
+        proc = self._run("qstat", "-j", native_id, check=False)
+        return parse_qstat_error_reason(proc.stdout) if proc.returncode == 0 else None
+
+    def _finished(self, native_id: str) -> JobInfo:
+        """Status of a job qstat no longer lists."""
+        cancelled = self._cancelled(native_id)
+        record = self.accounting(native_id)
+        if record is None and not cancelled and self._mark("submitted", native_id).exists():
+            # Ours, and its accounting record is not written yet: report what qstat showed
+            # last, for a while.
+            now = time.monotonic()
+            with self._lock:
+                first = self._missing.setdefault(native_id, now)
+                last = self._last.get(native_id)
+            if now - first < self.accounting_wait_s:
+                return last if last is not None else JobInfo(JobStatus.RUNNING)
+        if record is not None:
+            info = info_from_qacct(record, cancelled=cancelled)
+        elif cancelled:
+            info = JobInfo(JobStatus.REMOVED, exit_reason="cancelled")
+        else:
+            return JobInfo(
+                JobStatus.COMPLETED,
+                exit_reason="job no longer known to Grid Engine (exit status unknown)",
+            )
+        with self._lock:
+            self._final[native_id] = info
+            self._last.pop(native_id, None)
+            self._missing.pop(native_id, None)
+        with contextlib.suppress(OSError):  # qacct answers from now on
+            self._mark("submitted", native_id).unlink(missing_ok=True)
+        return info
+
+    # ------------------------------------------------------------------ Driver API
+    def submit(self, spec: JobSpec) -> str:
+        workdir = os.path.abspath(spec.workdir if spec.workdir is not None else os.getcwd())
+        spec = attrs.evolve(spec, workdir=workdir)  # the script always changes to it
+        options = qsub_options(spec, parallel_environment=self.parallel_environment)
+        proc = run_command(
+            [str(self.bin_dir / "qsub"), *options],
+            timeout=self.submit_timeout,
+            env=self.env,
+            input=render_script(spec),
+        )
+        m = _SUBMITTED.match(proc.stdout)
+        if not m:
+            raise DriverError(f"qsub printed no job id: {proc.stdout.strip()!r}")
+        native_id = m.group(1)
+        self._record("submitted", native_id, required=False)  # the job exists: never fail
+        return native_id
+
+    def status(self, native_id: str) -> JobInfo:
+        self._check_id(native_id)
+        with self._lock:
+            final = self._final.get(native_id)
+        if final is not None:
+            return final
+        fields = self.queued(native_id)
+        if fields is None:
+            return self._finished(native_id)
+        reason = self._error_reason(native_id) if "E" in fields.get("state", "") else None
+        info = info_from_qstat(fields, error_reason=reason, cancelled=self._cancelled(native_id))
+        with self._lock:
+            self._last[native_id] = info
+            self._missing.pop(native_id, None)
+        return info
+
+    def cancel(self, native_id: str) -> None:
+        self._check_id(native_id)
+        if self.queued(native_id) is None:
+            return  # finished, or unknown: nothing to do
+        self._record("cancelled", native_id)
+        proc = self._run("qdel", native_id, check=False)
+        if proc.returncode != 0:
+            text = (proc.stderr + proc.stdout).lower()
+            if any(s in text for s in _UNKNOWN_JOB):  # it ended meanwhile: not cancelled
+                self._mark("cancelled", native_id).unlink(missing_ok=True)
+                return
+            raise DriverError(command_failure(["qdel"], proc))
+        # A running job is killed asynchronously: wait (bounded) until it has left qstat.
+        deadline = time.monotonic() + self.cancel_wait_s
+        while time.monotonic() < deadline and self.queued(native_id) is not None:
+            time.sleep(0.2)
+
+    def hold(self, native_id: str) -> None:
+        info = self.status(native_id)
+        if info.status is JobStatus.IDLE:
+            self._run("qhold", native_id)
+            info = self.status(native_id)  # it may have started meanwhile
+        if info.status is JobStatus.RUNNING:
+            if not self.suspend_running:
+                raise DriverError(
+                    f"Grid Engine job {native_id} is running: cannot hold a running job"
+                    " (suspend_running is disabled)"
+                )
+            self._run("qmod", "-sj", native_id)
+        elif info.status is not JobStatus.HELD:
+            raise DriverError(
+                f"Grid Engine job {native_id} cannot be held: it is {info.status.name}"
+            )
+
+    def resume(self, native_id: str) -> None:
+        self._check_id(native_id)
+        fields = self.queued(native_id)
+        state = (fields or {}).get("state", "")
+        info = info_from_qstat(fields) if fields else None
+        if info is None or info.status is not JobStatus.HELD:
+            what = info.status.name if info else "not queued"
+            raise DriverError(f"Grid Engine job {native_id} is not held: it is {what}")
+        if "E" in state:  # qmod -cj exits with status 1 even when it cleared the error
+            proc = self._run("qmod", "-cj", native_id, check=False)
+            text = (proc.stdout + proc.stderr).lower()
+            if "cleared error state" not in text and "not in error state" not in text:
+                raise DriverError(command_failure(["qmod"], proc))
+        if "s" in state:
+            self._run("qmod", "-usj", native_id)
+        if "h" in state:
+            self._run("qrls", native_id)
+        if not any(c in state for c in "Esh"):
+            raise DriverError(
+                f"Grid Engine job {native_id} is suspended by its queue ({state}):"
+                " only the queue's administrator can resume it"
+            )
+
+    def ping(self) -> None:
+        self._run("qstat", "-g", "c", timeout=min(self.timeout, 15.0))

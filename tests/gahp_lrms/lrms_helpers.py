@@ -1,0 +1,194 @@
+"""Shared fixtures for the job-driver tests.
+
+The live Grid Engine tests need ``bash .ci/sge-up.sh`` (see ``sge_config``).
+The live Slurm/PBS tests need a reachable Slurm (start one with ``bash .ci/slurm-up.sh``).
+Its configuration is found through ``$SLURM_CONF``, else ``$GAHP_SLURM_DIR/slurm.conf`` (default
+``/tmp/gahp-slurm/slurm.conf``, as written by that script), else Slurm's own default.  When
+``sinfo`` fails the live tests are skipped, unless ``GAHP_REQUIRE_SLURM=1`` (CI), which makes
+them fail instead.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from gahp_lrms import Driver, JobInfo, JobSpec, JobStatus, get_driver
+
+TRICKY_ARGS: tuple[str, ...] = (
+    "two words",
+    "it's",
+    'say "hi"',
+    "$(touch /tmp/gahp-lrms-pwned)",
+    "`touch /tmp/gahp-lrms-pwned`",
+    "a;b|c&d",
+    "line one\nline two\n#SBATCH --bogus",
+    "%j %u \\n back\\slash",
+    "",
+    "  lead and trail  ",
+    "*",
+    "--help",
+)
+TRICKY_ENV: dict[str, str] = {
+    "GAHP_T_COMMA": "a,b,c=d",
+    "GAHP_T_QUOTE": 'it\'s "x" $HOME `id`',
+    "GAHP_T_NEWLINE": "one\ntwo",
+    "GAHP_T_EMPTY": "",
+}
+PWNED = Path("/tmp/gahp-lrms-pwned")
+
+# A tiny program that reports what it got, as JSON, to stdout.
+ECHO_PROGRAM = r"""
+import json, os, sys
+data = {"argv": sys.argv[1:], "cwd": os.getcwd(), "stdin": sys.stdin.read(),
+        "env": {k: v for k, v in os.environ.items() if k.startswith("GAHP_T_")}}
+print(json.dumps(data))
+print("to stderr", file=sys.stderr)
+sys.exit(int(os.environ.get("GAHP_T_EXIT", "0")))
+"""
+
+
+@pytest.fixture
+def echo_program(tmp_path: Path) -> Path:
+    """An executable script printing its argv, cwd, stdin and GAHP_T_* environment as JSON."""
+    path = tmp_path / "echo prog.py"
+    path.write_text(f"#!{sys.executable}\n{ECHO_PROGRAM}")
+    path.chmod(0o755)
+    return path
+
+
+@pytest.fixture(autouse=True)
+def _no_injection() -> Iterator[None]:
+    PWNED.unlink(missing_ok=True)
+    yield
+    assert not PWNED.exists(), "a job argument was interpreted by a shell"
+
+
+def wait_for(
+    driver: Driver,
+    native_id: str,
+    predicate: Callable[[JobInfo], bool],
+    timeout: float = 30.0,
+    interval: float = 0.1,
+) -> JobInfo:
+    """Poll ``driver.status`` until ``predicate`` holds; fail with the last status after
+    ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    while True:
+        info = driver.status(native_id)
+        if predicate(info):
+            return info
+        if time.monotonic() > deadline:
+            pytest.fail(f"job {native_id}: condition not reached in {timeout} s; last {info}")
+        time.sleep(interval)
+
+
+def wait_status(
+    driver: Driver, native_id: str, *wanted: JobStatus, timeout: float = 30.0
+) -> JobInfo:
+    return wait_for(driver, native_id, lambda i: i.status in wanted, timeout)
+
+
+# ---------------------------------------------------------------------- Slurm
+def _slurm_conf() -> str | None:
+    if os.environ.get("SLURM_CONF"):
+        return os.environ["SLURM_CONF"]
+    candidate = Path(os.environ.get("GAHP_SLURM_DIR", "/tmp/gahp-slurm")) / "slurm.conf"
+    return str(candidate) if candidate.exists() else None
+
+
+def _unavailable(reason: str) -> None:
+    if os.environ.get("GAHP_REQUIRE_SLURM") == "1":
+        pytest.fail(f"GAHP_REQUIRE_SLURM=1 but {reason}", pytrace=False)
+    pytest.skip(reason)
+
+
+@pytest.fixture(scope="session")
+def slurm_config() -> dict[str, str]:
+    """Driver config for the live Slurm; skips (or fails, see module doc) if it is down."""
+    conf = _slurm_conf()
+    env = dict(os.environ)
+    if conf:
+        env["SLURM_CONF"] = conf
+    if shutil.which("sinfo") is None:
+        _unavailable("Slurm is not installed (no sinfo); run `bash .ci/slurm-up.sh`")
+    try:
+        proc = subprocess.run(
+            ["sinfo", "-h", "-o", "%T"], env=env, capture_output=True, text=True, timeout=10
+        )
+    except subprocess.TimeoutExpired:
+        _unavailable("Slurm is not reachable (sinfo timed out); run `bash .ci/slurm-up.sh`")
+    if proc.returncode != 0 or not proc.stdout.strip():
+        _unavailable(f"Slurm is not reachable (sinfo: {proc.stderr.strip()[:200]})")
+    return {"slurm_conf": conf} if conf else {}
+
+
+def _tracked(driver: Driver) -> Iterator[Driver]:
+    """Yield ``driver``; afterwards cancel every job submitted through it that is not
+    finished, so that a failed test leaves nothing running (or stopped) behind."""
+    submitted: list[str] = []
+    submit = driver.submit
+
+    def recording_submit(spec: JobSpec) -> str:
+        native_id = submit(spec)
+        submitted.append(native_id)
+        return native_id
+
+    driver.submit = recording_submit  # type: ignore[method-assign]
+    yield driver
+    for native_id in submitted:
+        try:
+            if not driver.status(native_id).finished:
+                driver.cancel(native_id)
+        except Exception as exc:  # best-effort cleanup
+            print(f"cleanup of job {native_id} failed: {exc}")
+
+
+@pytest.fixture
+def slurm_driver(slurm_config: dict[str, str], tmp_path: Path) -> Iterator[Driver]:
+    yield from _tracked(get_driver("slurm", slurm_config, tmp_path / "state"))
+
+
+@pytest.fixture
+def pbs_driver(slurm_config: dict[str, str], tmp_path: Path) -> Iterator[Driver]:
+    if shutil.which("qsub") is None:
+        _unavailable("PBS commands not installed (slurm-wlm-torque); run `bash .ci/slurm-up.sh`")
+    yield from _tracked(get_driver("pbs", slurm_config, tmp_path / "state"))
+
+
+# ---------------------------------------------------------------------- Grid Engine
+SGE_PE = os.environ.get("GAHP_SGE_PE", "smp")
+"""The parallel environment the live SGE tests use (``.ci/sge-up.sh`` creates ``smp``)."""
+
+
+@pytest.fixture(scope="session")
+def sge_config(sge_env: dict[str, str] | None) -> dict[str, str]:
+    """Driver config for the live Grid Engine (see tests/conftest.py for how it is found);
+    skips when it is down, or fails when ``GAHP_REQUIRE_SGE=1`` (CI)."""
+    if sge_env is None:
+        reason = "Grid Engine is not reachable (start it with `bash .ci/sge-up.sh`)"
+        if os.environ.get("GAHP_REQUIRE_SGE") == "1":
+            pytest.fail(f"GAHP_REQUIRE_SGE=1 but {reason}", pytrace=False)
+        pytest.skip(reason)
+    config = {"sge_root": sge_env["SGE_ROOT"], "parallel_environment": SGE_PE}
+    for key, var in (("sge_cell", "SGE_CELL"), ("sge_qmaster_port", "SGE_QMASTER_PORT")):
+        if sge_env.get(var):
+            config[key] = sge_env[var]
+    return config
+
+
+@pytest.fixture
+def sge_driver(sge_config: dict[str, str], tmp_path: Path) -> Iterator[Driver]:
+    yield from _tracked(get_driver("sge", sge_config, tmp_path / "state"))
+
+
+@pytest.fixture
+def fork_driver(tmp_path: Path) -> Iterator[Driver]:
+    yield from _tracked(get_driver("fork", {}, tmp_path / "state"))
