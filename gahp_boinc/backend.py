@@ -7,6 +7,7 @@ moment, so one process serves many projects and accounts in any interleaving.
 from __future__ import annotations
 
 import argparse
+import asyncio
 import logging
 from collections.abc import Sequence
 
@@ -49,6 +50,12 @@ def gahp_add_options(parser: argparse.ArgumentParser) -> None:
         "--retries",
         type=int,
         help="retries of an idempotent RPC after a transport error or HTTP 502/503/504 (default 4)",
+    )
+    g.add_argument(
+        "--command-timeout",
+        type=float,
+        help="seconds after which a command is answered with an error (default 290: "
+        "HTCondor ignores results later than 300 s)",
     )
     g.add_argument("--ca-bundle", metavar="FILE", help="CA certificates for https projects")
     g.add_argument(
@@ -252,7 +259,12 @@ class BoincBackend:
 
     def commands(self) -> list[Command]:
         def cmd(name: str, handler, nargs, parse) -> Command:
-            return Command(name=name, handler=_guard(handler), nargs=nargs, parse=parse)
+            return Command(
+                name=name,
+                handler=_guard(handler, self.config.command_deadline),
+                nargs=nargs,
+                parse=parse,
+            )
 
         return [
             Command("BOINC_SELECT_PROJECT", self.select_project, asynchronous=False, nargs=2),
@@ -289,11 +301,16 @@ def _need(project: Project | None) -> Project:
     return project
 
 
-def _guard(handler):
+COMMAND_DEADLINE = 290.0
+"""HTCondor drops a result that comes more than 300 s after its request: answer before."""
+
+
+def _guard(handler, deadline: float = COMMAND_DEADLINE):
     """Turn the expected failures into one-line error messages (the error result).
 
     The authenticator is masked in every message: a server may echo the download URL
-    (``auth_str=...``) or the request in its error text.
+    (``auth_str=...``) or the request in its error text. A command still running after
+    ``deadline`` seconds is cancelled and answered with an error, while HTCondor listens.
     """
 
     async def run(parsed):
@@ -304,7 +321,11 @@ def _guard(handler):
             return text.replace(auth, "***") if auth else text
 
         try:
-            return await handler(parsed)
+            return await asyncio.wait_for(handler(parsed), deadline)
+        except TimeoutError:
+            raise _Reported(
+                f"no answer from the project within {deadline:g} s (the command was cancelled)"
+            ) from None
         except (RpcError, StagingError, OutputError, NoProject) as exc:
             raise _Reported(hide(str(exc))) from None
         except OSError as exc:

@@ -27,6 +27,7 @@ class BoincConfig:
     verify: bool | str = True
     lease_seconds: float = 3600.0
     retries: int = 4
+    command_deadline: float = 290.0
 
     def default_project(self) -> Project | None:
         if not self.project_url or not self.authenticator:
@@ -55,6 +56,7 @@ def load_config(options: argparse.Namespace) -> BoincConfig:
                 "insecure",
                 "lease_seconds",
                 "retries",
+                "command_timeout",
             },
         )
 
@@ -86,4 +88,7 @@ def load_config(options: argparse.Namespace) -> BoincConfig:
         verify=verify,
         lease_seconds=float(data.get("lease_seconds", 3600.0)),
         retries=max(0, int(_or(pick("retries", "BOINC_GAHP_RETRIES", "retries"), 4))),
+        command_deadline=float(
+            _or(pick("command_timeout", "BOINC_GAHP_COMMAND_TIMEOUT", "command_timeout"), 290.0)
+        ),
     )

@@ -292,3 +292,17 @@ def test_transient_503_is_retried(gahp, emulator):
     select(gahp, emulator)
     emulator.inject_fault("http503", count=1, rpc="ping")
     assert gahp.call("BOINC_PING") == ["NULL"]
+
+
+def test_a_command_is_answered_before_htcondors_deadline(emulator):
+    """A command that cannot finish in time gets an error result instead of a late one."""
+    gahp = GahpClient([*GAHP, "--timeout", "30", "--command-timeout", "2"])
+    try:
+        select(gahp, emulator)
+        emulator.inject_fault("delay", count=5, rpc="ping", seconds=6)
+        start = time.monotonic()
+        res = gahp.call("BOINC_PING", timeout=30)
+        assert len(res) == 1 and "within 2 s" in res[0], res
+        assert time.monotonic() - start < 5
+    finally:
+        gahp.close()
