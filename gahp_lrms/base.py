@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import abc
 import os
+import re
 import subprocess
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -11,7 +12,7 @@ from typing import Any, ClassVar
 
 from gahp_lrms.model import DriverError, JobInfo, JobSpec
 
-__all__ = ["DEFAULT_TIMEOUT", "Driver", "run_command"]
+__all__ = ["DEFAULT_TIMEOUT", "CommandDriver", "Driver", "run_command"]
 
 DEFAULT_TIMEOUT = 30.0
 """Seconds allowed to one batch-system command unless the driver's config says otherwise."""
@@ -67,6 +68,53 @@ class Driver(abc.ABC):
     @abc.abstractmethod
     def ping(self) -> None:
         """Return if the batch system answers; raise :class:`DriverError` otherwise."""
+
+
+class CommandDriver(Driver):
+    """A batch system driven through its command-line tools (Slurm, PBS, Grid Engine).
+
+    Shared configuration: ``bin_dir`` (where the commands are; default: PATH),
+    ``command_timeout`` (s, default 30), ``submit_timeout`` (s, default 60) and
+    ``cancel_wait_s`` (how long ``cancel`` waits for a running job to end, default 10).
+    Subclasses name the system (``system``), the shape of its job ids (``job_id``) and
+    the environment its commands need (``env``).
+    """
+
+    common_keys: ClassVar[frozenset[str]] = frozenset(
+        {"bin_dir", "command_timeout", "submit_timeout", "cancel_wait_s"}
+    )
+    system: ClassVar[str] = ""
+    job_id: ClassVar[re.Pattern[str]]
+
+    def __init__(self, config: Mapping[str, Any], state_dir: Path) -> None:
+        super().__init__(config, state_dir)
+        try:
+            self.timeout = float(self.config.get("command_timeout", DEFAULT_TIMEOUT))
+            self.submit_timeout = float(self.config.get("submit_timeout", 60.0))
+            self.cancel_wait_s = float(self.config.get("cancel_wait_s", 10.0))
+        except (TypeError, ValueError) as exc:
+            raise DriverError(f"{self.name} driver: bad numeric option ({exc})") from None
+        self.bin_dir: str | Path | None = self.config.get("bin_dir")
+        self.env: dict[str, str] = dict(os.environ)
+
+    def command_path(self, name: str) -> str:
+        """Where command ``name`` is: in ``bin_dir`` when configured, else found on PATH."""
+        return str(Path(self.bin_dir) / name) if self.bin_dir else name
+
+    def _run(
+        self, name: str, *args: str, check: bool = True, timeout: float | None = None
+    ) -> subprocess.CompletedProcess[str]:
+        return run_command(
+            [self.command_path(name), *args],
+            timeout=self.timeout if timeout is None else timeout,
+            env=self.env,
+            check=check,
+        )
+
+    def _check_id(self, native_id: str) -> str:
+        if not isinstance(native_id, str) or not self.job_id.match(native_id):
+            raise DriverError(f"malformed {self.system} job id {native_id!r}")
+        return native_id
 
 
 def run_command(

@@ -187,8 +187,9 @@ class BoincDriver(Driver):
             jobs=(BoincJob(name=job, args=spec.arguments, inputs=tuple(inputs)),),
             params=params,
         )
-        self._run(submit(self.rpc, req, self.md5, self._in_worker, self.lease_seconds,
-                         self.submit_state))
+        self._run(
+            submit(self.rpc, req, self.md5, self._in_worker, self.lease_seconds, self.submit_state)
+        )
         self._save(
             {
                 "job": job,

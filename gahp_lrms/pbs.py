@@ -20,7 +20,6 @@ import contextlib
 import os
 import re
 import shutil
-import subprocess
 import tempfile
 import time
 from collections.abc import Mapping
@@ -29,7 +28,7 @@ from typing import Any
 
 import attrs
 
-from gahp_lrms.base import DEFAULT_TIMEOUT, Driver, command_failure, run_command
+from gahp_lrms.base import CommandDriver, command_failure
 from gahp_lrms.model import DriverError, JobInfo, JobSpec, JobStatus
 from gahp_lrms.script import render_script
 from gahp_lrms.slurm import (
@@ -124,31 +123,18 @@ def info_from_qstat(fields: Mapping[str, str]) -> JobInfo:
 
 
 # ---------------------------------------------------------------------- driver
-class PbsDriver(Driver):
-    """Jobs through PBS commands.  Config keys: ``bin_dir``, ``command_timeout`` (s, default
-    30), ``submit_timeout`` (s, default 60), ``slurm_conf`` (exported as SLURM_CONF, used by
-    the Slurm-backed wrappers), ``slurm_status`` (default true: ask Slurm for exit codes),
-    ``cancel_wait_s`` (how long ``cancel`` waits for a running job to end, default 10)."""
+class PbsDriver(CommandDriver):
+    """Jobs through PBS commands.  Config keys: those of :class:`CommandDriver`,
+    ``slurm_conf`` (exported as SLURM_CONF, used by the Slurm-backed wrappers) and
+    ``slurm_status`` (default true: ask Slurm for exit codes)."""
 
     name = "pbs"
-    config_keys = frozenset(
-        {
-            "bin_dir",
-            "command_timeout",
-            "submit_timeout",
-            "slurm_conf",
-            "slurm_status",
-            "cancel_wait_s",
-        }
-    )
+    system = "PBS"
+    job_id = _JOB_ID
+    config_keys = CommandDriver.common_keys | {"slurm_conf", "slurm_status"}
 
     def __init__(self, config: Mapping[str, Any], state_dir: Path) -> None:
         super().__init__(config, state_dir)
-        self.timeout = float(self.config.get("command_timeout", DEFAULT_TIMEOUT))
-        self.submit_timeout = float(self.config.get("submit_timeout", 60.0))
-        self.cancel_wait_s = float(self.config.get("cancel_wait_s", 10.0))
-        self.bin_dir = self.config.get("bin_dir")
-        self.env = dict(os.environ)
         if self.config.get("slurm_conf"):
             self.env["SLURM_CONF"] = str(self.config["slurm_conf"])
         self.slurm: SlurmDriver | None = None
@@ -161,23 +147,6 @@ class PbsDriver(Driver):
                 if k in self.config
             }
             self.slurm = SlurmDriver(slurm_config, state_dir)
-
-    def _run(
-        self, name: str, *args: str, check: bool = True, timeout: float | None = None
-    ) -> subprocess.CompletedProcess[str]:
-        cmd = str(Path(self.bin_dir) / name) if self.bin_dir else name
-        return run_command(
-            [cmd, *args],
-            timeout=self.timeout if timeout is None else timeout,
-            env=self.env,
-            check=check,
-        )
-
-    @staticmethod
-    def _check_id(native_id: str) -> str:
-        if not isinstance(native_id, str) or not _JOB_ID.match(native_id):
-            raise DriverError(f"malformed PBS job id {native_id!r}")
-        return native_id
 
     def _script_dir(self) -> Path:
         for base in (self.state_dir / "pbs", Path(tempfile.gettempdir()) / "gahp-pbs"):

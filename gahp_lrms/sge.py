@@ -40,7 +40,6 @@ import contextlib
 import math
 import os
 import re
-import subprocess
 import threading
 import time
 import xml.etree.ElementTree as ET
@@ -51,7 +50,7 @@ from typing import Any
 
 import attrs
 
-from gahp_lrms.base import DEFAULT_TIMEOUT, Driver, command_failure, run_command
+from gahp_lrms.base import CommandDriver, command_failure, run_command
 from gahp_lrms.model import DriverError, JobInfo, JobSpec, JobStatus
 from gahp_lrms.script import render_script
 
@@ -299,7 +298,7 @@ def _flag(value: Any) -> bool:
 
 
 # ---------------------------------------------------------------------- driver
-class SgeDriver(Driver):
+class SgeDriver(CommandDriver):
     """Jobs in (Son of) Grid Engine.  Config keys: ``sge_root`` and ``sge_cell`` (exported as
     SGE_ROOT/SGE_CELL; default: the environment's), ``sge_qmaster_port`` (SGE_QMASTER_PORT),
     ``bin_dir`` (where qsub & co. are; default ``$SGE_ROOT/bin/<arch>``),
@@ -308,34 +307,26 @@ class SgeDriver(Driver):
     ``cancel_wait_s`` (default 10), ``accounting_wait_s`` (default 60)."""
 
     name = "sge"
-    config_keys = frozenset(
-        {
-            "sge_root",
-            "sge_cell",
-            "sge_qmaster_port",
-            "bin_dir",
-            "parallel_environment",
-            "command_timeout",
-            "submit_timeout",
-            "suspend_running",
-            "cancel_wait_s",
-            "accounting_wait_s",
-        }
-    )
+    system = "Grid Engine"
+    job_id = _JOB_ID
+    config_keys = CommandDriver.common_keys | {
+        "sge_root",
+        "sge_cell",
+        "sge_qmaster_port",
+        "parallel_environment",
+        "suspend_running",
+        "accounting_wait_s",
+    }
 
     def __init__(self, config: Mapping[str, Any], state_dir: Path) -> None:
         super().__init__(config, state_dir)
         cfg = self.config
         try:
-            self.timeout = float(cfg.get("command_timeout", DEFAULT_TIMEOUT))
-            self.submit_timeout = float(cfg.get("submit_timeout", 60.0))
-            self.cancel_wait_s = float(cfg.get("cancel_wait_s", 10.0))
             self.accounting_wait_s = float(cfg.get("accounting_wait_s", 60.0))
         except (TypeError, ValueError) as exc:
             raise DriverError(f"sge driver: bad numeric option ({exc})") from None
         self.suspend_running = _flag(cfg.get("suspend_running", True))
         self.parallel_environment = str(cfg.get("parallel_environment") or "") or None
-        self.env = dict(os.environ)
         for key, var in (
             ("sge_root", "SGE_ROOT"),
             ("sge_cell", "SGE_CELL"),
@@ -371,22 +362,6 @@ class SgeDriver(Driver):
             proc = run_command(["/bin/sh", str(arch_script)], timeout=self.timeout, env=self.env)
             return bins / proc.stdout.strip()
         raise DriverError(f"sge driver: no Grid Engine commands under {bins} (set bin_dir)")
-
-    def _run(
-        self, name: str, *args: str, check: bool = True, timeout: float | None = None
-    ) -> subprocess.CompletedProcess[str]:
-        return run_command(
-            [str(self.bin_dir / name), *args],
-            timeout=self.timeout if timeout is None else timeout,
-            env=self.env,
-            check=check,
-        )
-
-    @staticmethod
-    def _check_id(native_id: str) -> str:
-        if not isinstance(native_id, str) or not _JOB_ID.match(native_id):
-            raise DriverError(f"malformed Grid Engine job id {native_id!r}")
-        return native_id
 
     def _mark(self, kind: str, native_id: str) -> Path:
         return self.state_dir / kind / native_id
@@ -460,7 +435,7 @@ class SgeDriver(Driver):
         spec = attrs.evolve(spec, workdir=workdir)  # the script always changes to it
         options = qsub_options(spec, parallel_environment=self.parallel_environment)
         proc = run_command(
-            [str(self.bin_dir / "qsub"), *options],
+            [self.command_path("qsub"), *options],
             timeout=self.submit_timeout,
             env=self.env,
             input=render_script(spec),

@@ -21,7 +21,6 @@ from __future__ import annotations
 import math
 import os
 import re
-import subprocess
 import time
 from collections.abc import Mapping
 from pathlib import Path
@@ -29,7 +28,7 @@ from typing import Any
 
 import attrs
 
-from gahp_lrms.base import DEFAULT_TIMEOUT, Driver, command_failure, run_command
+from gahp_lrms.base import CommandDriver, command_failure, run_command
 from gahp_lrms.model import DriverError, JobInfo, JobSpec, JobStatus
 from gahp_lrms.script import render_script
 
@@ -212,55 +211,23 @@ def sbatch_options(spec: JobSpec) -> list[str]:
 
 
 # ---------------------------------------------------------------------- driver
-class SlurmDriver(Driver):
-    """Jobs in Slurm.  Config keys: ``slurm_conf`` (exported as SLURM_CONF), ``bin_dir``
-    (where the Slurm commands are; default: PATH), ``command_timeout`` (s, default 30),
-    ``submit_timeout`` (s, default 60), ``suspend_running`` (default True), ``cancel_wait_s``
-    (how long ``cancel`` waits for a running job to end, default 10)."""
+class SlurmDriver(CommandDriver):
+    """Jobs in Slurm.  Config keys: those of :class:`CommandDriver`, ``slurm_conf``
+    (exported as SLURM_CONF) and ``suspend_running`` (default True: hold a running job by
+    suspending it)."""
 
     name = "slurm"
-    config_keys = frozenset(
-        {
-            "slurm_conf",
-            "bin_dir",
-            "command_timeout",
-            "submit_timeout",
-            "suspend_running",
-            "cancel_wait_s",
-        }
-    )
+    system = "Slurm"
+    job_id = _JOB_ID
+    config_keys = CommandDriver.common_keys | {"slurm_conf", "suspend_running"}
 
     def __init__(self, config: Mapping[str, Any], state_dir: Path) -> None:
         super().__init__(config, state_dir)
-        self.timeout = float(self.config.get("command_timeout", DEFAULT_TIMEOUT))
-        self.submit_timeout = float(self.config.get("submit_timeout", 60.0))
         self.suspend_running = bool(self.config.get("suspend_running", True))
-        self.cancel_wait_s = float(self.config.get("cancel_wait_s", 10.0))
-        self.bin_dir = self.config.get("bin_dir")
-        self.env = dict(os.environ)
         if self.config.get("slurm_conf"):
             self.env["SLURM_CONF"] = str(self.config["slurm_conf"])
 
     # ------------------------------------------------------------------ helpers
-    def _cmd(self, name: str) -> str:
-        return str(Path(self.bin_dir) / name) if self.bin_dir else name
-
-    def _run(
-        self, name: str, *args: str, check: bool = True, timeout: float | None = None
-    ) -> subprocess.CompletedProcess[str]:
-        return run_command(
-            [self._cmd(name), *args],
-            timeout=self.timeout if timeout is None else timeout,
-            env=self.env,
-            check=check,
-        )
-
-    @staticmethod
-    def _check_id(native_id: str) -> str:
-        if not isinstance(native_id, str) or not _JOB_ID.match(native_id):
-            raise DriverError(f"malformed Slurm job id {native_id!r}")
-        return native_id
-
     def lookup(self, native_id: str) -> tuple[str, dict[str, str] | None]:
         """Where the job was found (``scontrol``, ``sacct``, ``jobcomp`` or ``none``) and its
         fields."""
@@ -291,7 +258,7 @@ class SlurmDriver(Driver):
             spec = attrs.evolve(spec, workdir=os.path.abspath(spec.workdir))
         script = render_script(spec, launcher=["srun", "--kill-on-bad-exit=0"])
         proc = run_command(
-            [self._cmd("sbatch"), *sbatch_options(spec)],
+            [self.command_path("sbatch"), *sbatch_options(spec)],
             timeout=self.submit_timeout,
             env=self.env,
             input=script,
