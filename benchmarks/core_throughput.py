@@ -11,8 +11,11 @@ Usage: python benchmarks/core_throughput.py [--n 100000] [--inflight 1000] [--sa
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
+import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -23,23 +26,43 @@ CMD = [sys.executable, "-m", "gahp_core", "--backend", "module:echo_gahp"]
 
 
 def throughput(n: int) -> float:
-    with GahpClient(CMD, env={"PYTHONPATH": str(EXAMPLES)}) as c:
-        payload = b"".join(b"ECHO %d\r\n" % i for i in range(1, n + 1))
-        start = time.perf_counter()
-        c.send_raw(payload)
-        for _ in range(n):
-            if c.read_line(timeout=60) != "S":
-                raise SystemExit("unexpected return line")
-        got = 0
-        while got < n:
-            c.send_raw(b"RESULTS\r\n")
-            head = c.read_line(timeout=60)
-            k = int(head.split()[1])
-            for _ in range(k):
-                c.read_line(timeout=60)
-            got += k
-        elapsed = time.perf_counter() - start
-        c.quit()
+    """The client reads stdout in bulk and counts lines, so that the figure is the server's."""
+    env = {**os.environ, "PYTHONPATH": str(EXAMPLES)}
+    proc = subprocess.Popen(CMD, stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env)
+    assert proc.stdin is not None and proc.stdout is not None
+    out = proc.stdout.fileno()
+    buf = b""
+
+    def read_lines(count: int) -> list[bytes]:
+        nonlocal buf
+        while buf.count(b"\n") < count:
+            chunk = os.read(out, 1 << 20)
+            if not chunk:
+                raise SystemExit("server closed its stdout")
+            buf += chunk
+        lines = buf.split(b"\n")
+        taken, buf = lines[:count], b"\n".join(lines[count:])
+        return taken
+
+    read_lines(1)  # banner
+    payload = b"".join(b"ECHO %d\r\n" % i for i in range(1, n + 1))
+    start = time.perf_counter()
+    writer = threading.Thread(target=lambda: (proc.stdin.write(payload), proc.stdin.flush()))
+    writer.start()
+    if any(line != b"S" for line in read_lines(n)):
+        raise SystemExit("unexpected return line")
+    writer.join()
+    got = 0
+    while got < n:
+        proc.stdin.write(b"RESULTS\r\n")
+        proc.stdin.flush()
+        k = int(read_lines(1)[0].split()[1])
+        read_lines(k)
+        got += k
+    elapsed = time.perf_counter() - start
+    proc.stdin.write(b"QUIT\r\n")
+    proc.stdin.close()
+    proc.wait(10)
     return n / elapsed
 
 
