@@ -45,10 +45,22 @@ def main() -> None:
     if "SLURM_CONF" not in env and conf.exists():
         env["SLURM_CONF"] = str(conf)
     work = Path(tempfile.mkdtemp(prefix="blah-bench-"))
-    ad = (f'[\\ Cmd\\ =\\ "/bin/true";\\ Iwd\\ =\\ "{work}";\\ Out\\ =\\ "/dev/null";'
-          f'\\ Err\\ =\\ "/dev/null";\\ gridtype\\ =\\ "slurm"\\ ]')
-    c = GahpClient([sys.executable, "-m", "gahp_blah", "--state-dir", str(work / "state"),
-                    "--workers", str(a.workers)], env=env)
+    ad = (
+        f'[\\ Cmd\\ =\\ "/bin/true";\\ Iwd\\ =\\ "{work}";\\ Out\\ =\\ "/dev/null";'
+        f'\\ Err\\ =\\ "/dev/null";\\ gridtype\\ =\\ "slurm"\\ ]'
+    )
+    c = GahpClient(
+        [
+            sys.executable,
+            "-m",
+            "gahp_blah",
+            "--state-dir",
+            str(work / "state"),
+            "--workers",
+            str(a.workers),
+        ],
+        env=env,
+    )
     t_submit, got = phase(c, "BLAH_JOB_SUBMIT", [ad] * a.jobs)
     failed = [v for v in got.values() if v[0] != "0"]
     if failed:
@@ -57,10 +69,12 @@ def main() -> None:
     t_status, got = phase(c, "BLAH_JOB_STATUS", jobids)
     bad = [v for v in got.values() if v[0] != "0"]
     c.quit()
-    print(f"blahpd on Slurm, {a.jobs} jobs, {a.workers} workers: "
-          f"submit {a.jobs / t_submit:.1f} jobs/s ({t_submit:.1f} s), "
-          f"status {a.jobs / t_status:.1f} queries/s ({t_status:.1f} s), "
-          f"{len(bad)} status errors")
+    print(
+        f"blahpd on Slurm, {a.jobs} jobs, {a.workers} workers: "
+        f"submit {a.jobs / t_submit:.1f} jobs/s ({t_submit:.1f} s), "
+        f"status {a.jobs / t_status:.1f} queries/s ({t_status:.1f} s), "
+        f"{len(bad)} status errors"
+    )
     subprocess_cancel(jobids, env)
 
 
@@ -70,8 +84,7 @@ def subprocess_cancel(jobids: list[str], env: dict[str, str]) -> None:
 
     natives = [j.rsplit("/", 1)[1] for j in jobids]
     for i in range(0, len(natives), 200):
-        subprocess.run(["scancel", *natives[i : i + 200]], env=env, capture_output=True,
-                       timeout=60)
+        subprocess.run(["scancel", *natives[i : i + 200]], env=env, capture_output=True, timeout=60)
 
 
 if __name__ == "__main__":

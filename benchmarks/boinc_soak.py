@@ -22,18 +22,7 @@ from collections import Counter
 from pathlib import Path
 
 from gahp_boinc.emulator import EmulatorServer
-from gahp_core.testing import GahpClient
-
-
-def proc_field(pid: int, key: str) -> int:
-    """A numeric field of /proc/PID/status (VmRSS, VmHWM in kB; Threads); -1 when gone."""
-    try:
-        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-            if line.startswith(key + ":"):
-                return int(line.split()[1])
-    except OSError:
-        pass
-    return -1
+from gahp_core.testing import GahpClient, proc_status
 
 
 class Sampler(threading.Thread):
@@ -47,8 +36,8 @@ class Sampler(threading.Thread):
 
     def run(self) -> None:
         while not self.stop.wait(self.period):
-            self.peak_rss = max(self.peak_rss, proc_field(self.pid, "VmRSS"))
-            self.peak_threads = max(self.peak_threads, proc_field(self.pid, "Threads"))
+            self.peak_rss = max(self.peak_rss, proc_status(self.pid, "VmRSS"))
+            self.peak_threads = max(self.peak_threads, proc_status(self.pid, "Threads"))
 
 
 class Soak:
@@ -134,8 +123,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--inflight", type=int, default=1000)
     p.add_argument("--duration", type=float, default=180.0)
     p.add_argument("--seed", type=int, default=1)
-    p.add_argument("--small", action="store_true", help="CI size: 1000 jobs, 10 batches, "
-                   "200 in flight, 15 s")
+    p.add_argument(
+        "--small", action="store_true", help="CI size: 1000 jobs, 10 batches, 200 in flight, 15 s"
+    )
     a = p.parse_args(argv)
     if a.small:
         a.jobs, a.batches, a.inflight, a.duration = 1000, 10, 200, 15.0
@@ -149,8 +139,9 @@ def main(argv: list[str] | None = None) -> int:
             files.append(f)
         out = tmp / "out"
         out.mkdir()
-        srv = EmulatorServer(state_dir=tmp / "emu", job_delay=0.0, volunteers=4,
-                             inline_apps=True).start()
+        srv = EmulatorServer(
+            state_dir=tmp / "emu", job_delay=0.0, volunteers=4, inline_apps=True
+        ).start()
         gahp = GahpClient([sys.executable, "-m", "gahp_boinc", "--timeout", "60"])
         sampler = Sampler(gahp.proc.pid)
         sampler.start()
@@ -169,12 +160,18 @@ def main(argv: list[str] | None = None) -> int:
                     return "BOINC_PING", []
                 if x < 0.65:
                     names = rng.sample(batches, rng.randint(1, min(5, len(batches))))
-                    return "BOINC_QUERY_BATCHES", [rng.choice(["0", "1"]), str(len(names)),
-                                                   *names]
+                    return "BOINC_QUERY_BATCHES", [rng.choice(["0", "1"]), str(len(names)), *names]
                 if x < 0.95:
                     job = f"{rng.choice(batches)}#{rng.randrange(per)}"
-                    return "BOINC_FETCH_OUTPUT", [job, str(out), "/dev/null", "ALL", "1",
-                                                  "out", f"{job}.out"]
+                    return "BOINC_FETCH_OUTPUT", [
+                        job,
+                        str(out),
+                        "/dev/null",
+                        "ALL",
+                        "1",
+                        "out",
+                        f"{job}.out",
+                    ]
                 return "BOINC_SET_LEASE", [rng.choice(batches), lease]
 
             start = time.monotonic()
@@ -193,21 +190,28 @@ def main(argv: list[str] | None = None) -> int:
         finally:
             sampler.stop.set()
             sampler.join()
-            hwm = proc_field(gahp.proc.pid, "VmHWM")
+            hwm = proc_status(gahp.proc.pid, "VmHWM")
             gahp.close()
             srv.stop()
     lost = len(soak.pending)
     dups = sum(n - 1 for n in soak.answered.values() if n > 1)
     lat = sorted(soak.latencies) or [0.0]
     print(f"jobs {a.jobs} in {a.batches} batches submitted in {submit_s:.1f} s")
-    print(f"soak {soak_s:.1f} s: {soak.sent} requests ({soak.sent / soak_s:.0f}/s), "
-          f"{a.inflight} in flight, {soak.results_calls} RESULTS")
-    print(f"results lost {lost}, duplicated {dups}, unknown ids {soak.unknown}, "
-          f"server alive {alive}")
-    print(f"latency p50 {lat[len(lat) // 2]:.3f} s, p99 {lat[int(len(lat) * 0.99)]:.3f} s, "
-          f"max {lat[-1]:.3f} s")
-    print(f"GAHP peak RSS {max(hwm, sampler.peak_rss) / 1024:.1f} MiB, "
-          f"peak threads {sampler.peak_threads}")
+    print(
+        f"soak {soak_s:.1f} s: {soak.sent} requests ({soak.sent / soak_s:.0f}/s), "
+        f"{a.inflight} in flight, {soak.results_calls} RESULTS"
+    )
+    print(
+        f"results lost {lost}, duplicated {dups}, unknown ids {soak.unknown}, server alive {alive}"
+    )
+    print(
+        f"latency p50 {lat[len(lat) // 2]:.3f} s, p99 {lat[int(len(lat) * 0.99)]:.3f} s, "
+        f"max {lat[-1]:.3f} s"
+    )
+    print(
+        f"GAHP peak RSS {max(hwm, sampler.peak_rss) / 1024:.1f} MiB, "
+        f"peak threads {sampler.peak_threads}"
+    )
     print(f"error results {sum(soak.errors.values())}: {dict(soak.errors.most_common(5))}")
     return 1 if lost or dups or soak.unknown or not alive else 0
 

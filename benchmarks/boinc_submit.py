@@ -24,14 +24,7 @@ from pathlib import Path
 from gahp_boinc.emulator import EmulatorServer
 from gahp_boinc.staging import Md5Cache
 from gahp_boinc.submit import hash_all
-from gahp_core.testing import GahpClient
-
-
-def vm_hwm_kib(pid: int) -> int:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmHWM:"):
-            return int(line.split()[1])
-    return -1
+from gahp_core.testing import GahpClient, proc_status
 
 
 def make_files(folder: Path, jobs: int, size: int) -> list[Path]:
@@ -130,7 +123,7 @@ def main() -> None:
         print(
             f"query: {len(names)} batches, {reported} jobs in one BOINC_QUERY_BATCHES: "
             f"{qtime:.2f} s (batches submitted in {setup:.1f} s); "
-            f"GAHP peak RSS {vm_hwm_kib(gahp.proc.pid) / 1024:.1f} MiB"
+            f"GAHP peak RSS {proc_status(gahp.proc.pid, 'VmHWM') / 1024:.1f} MiB"
         )
         gahp.quit()
     ours, plain, total = md5_figures(distinct)

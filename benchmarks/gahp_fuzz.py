@@ -41,21 +41,43 @@ def main(argv: list[str] | None = None) -> int:
         cfg = Path(tmp) / "blah.toml"
         cfg.write_text('drivers = ["fork"]\n')
         runs = [
-            ("boinc-gahp", [sys.executable, "-m", "gahp_boinc", "--retries", "0", "--timeout",
-                            "2"], BOINC_COMMANDS, BOINC_HEADERS, boinc_check,
-             [f"BOINC_SELECT_PROJECT http://127.0.0.1:{dead}/p/ sekrit\r\n".encode()]),
-            ("blahpd", [sys.executable, "-m", "gahp_blah", "--state-dir", f"{tmp}/state",
-                        "--config", str(cfg)], BLAH_COMMANDS, BLAH_HEADERS, blah_check, []),
+            (
+                "boinc-gahp",
+                [sys.executable, "-m", "gahp_boinc", "--retries", "0", "--timeout", "2"],
+                BOINC_COMMANDS,
+                BOINC_HEADERS,
+                boinc_check,
+                [f"BOINC_SELECT_PROJECT http://127.0.0.1:{dead}/p/ sekrit\r\n".encode()],
+            ),
+            (
+                "blahpd",
+                [
+                    sys.executable,
+                    "-m",
+                    "gahp_blah",
+                    "--state-dir",
+                    f"{tmp}/state",
+                    "--config",
+                    str(cfg),
+                ],
+                BLAH_COMMANDS,
+                BLAH_HEADERS,
+                blah_check,
+                [],
+            ),
         ]
         for name, argv_, commands, headers, check, setup in runs:
             t0 = time.monotonic()
-            r = run_fuzz(argv_, commands, headers, cases=cases, seed=a.seed, setup=setup,
-                         check_result=check)
+            r = run_fuzz(
+                argv_, commands, headers, cases=cases, seed=a.seed, setup=setup, check_result=check
+            )
             problems += len(r.problems)
-            print(f"{name}: {r.cases} lines ({r.bytes_sent / 1e6:.1f} MB) in "
-                  f"{time.monotonic() - t0:.1f} s, returns {dict(r.returns)}, "
-                  f"{r.results}/{r.accepted_async} results, peak RSS {r.peak_rss_kib} KiB, "
-                  f"problems {len(r.problems)}")
+            print(
+                f"{name}: {r.cases} lines ({r.bytes_sent / 1e6:.1f} MB) in "
+                f"{time.monotonic() - t0:.1f} s, returns {dict(r.returns)}, "
+                f"{r.results}/{r.accepted_async} results, peak RSS {r.peak_rss_kib} KiB, "
+                f"problems {len(r.problems)}"
+            )
             for line in r.problems[:20]:
                 print("  ", line)
     return 1 if problems else 0

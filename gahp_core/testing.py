@@ -20,6 +20,18 @@ from gahp_core.escaping import join, split
 from gahp_core.protocol import Version, parse_banner
 
 
+def proc_status(pid: int, key: str) -> int:
+    """A numeric field of ``/proc/PID/status`` (VmRSS and VmHWM in kB, Threads); -1 if gone."""
+    try:
+        with open(f"/proc/{pid}/status") as fh:
+            for line in fh:
+                if line.startswith(key + ":"):
+                    return int(line.split()[1])
+    except OSError:
+        pass
+    return -1
+
+
 class GahpTimeout(AssertionError):
     """The server did not produce a complete line in time."""
 

@@ -27,8 +27,7 @@ def gahp_log(tmp_path: Path) -> Path:
 
 @pytest.fixture
 def gahp(gahp_log: Path) -> Iterator[GahpClient]:
-    c = GahpClient([*BOINC_GAHP, "--log", str(gahp_log), "--log-level", "DEBUG",
-                    "--timeout", "3"])
+    c = GahpClient([*BOINC_GAHP, "--log", str(gahp_log), "--log-level", "DEBUG", "--timeout", "3"])
     yield c
     c.close()
 

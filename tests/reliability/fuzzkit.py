@@ -16,11 +16,11 @@ import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
-from pathlib import Path
 
 import attrs
 
 from gahp_core.escaping import escape, split
+from gahp_core.testing import proc_status
 
 RESULT_TIMEOUT = 60.0
 
@@ -38,17 +38,6 @@ class FuzzReport:
     problems: list[str] = attrs.Factory(list)
 
 
-def proc_status(pid: int, key: str) -> int:
-    """A ``kB`` field (VmRSS, VmHWM, Threads...) of /proc/PID/status; -1 when gone."""
-    try:
-        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-            if line.startswith(key + ":"):
-                return int(line.split()[1])
-    except OSError:
-        pass
-    return -1
-
-
 class RawGahp:
     """A GAHP process driven with raw bytes; lines are read back by a thread."""
 
@@ -56,8 +45,12 @@ class RawGahp:
         full = dict(os.environ)
         full.update(env or {})
         self.proc = subprocess.Popen(
-            list(argv), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-            stderr=subprocess.DEVNULL, env=full, bufsize=0,
+            list(argv),
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            env=full,
+            bufsize=0,
         )
         self.lines: queue.Queue[bytes | None] = queue.Queue()
         threading.Thread(target=self._read, daemon=True).start()
@@ -109,13 +102,58 @@ class RawGahp:
 
 # ---- case generation -----------------------------------------------------------------------
 
-NUMBERS = ["0", "1", "2", "-1", "-2147483649", "2147483648", "9223372036854775808",
-           "1" * 400, "1e309", "-1e309", "nan", "inf", "0x10", "+3", "²", "٣", " 1", "1.5",
-           "NULL", ""]
-WORDS = ["NULL", "ALL", "SOME", "fork", "slurm", "pbs", "/dev/null", "../../etc/passwd",
-         "/tmp", "$(touch /tmp/gahp-fuzz-pwned)", "`id`", "a;b", "[ Cmd = \"x\" ]", "[", "]",
-         "fork/20240101/abc", "slurm/20240101/1", "fork/2024/..", "é", "\udcff\udcfe", "\0",
-         "a\0b", "\\", "x\r", "\r", "\t", "#", "b#1.0"]
+NUMBERS = [
+    "0",
+    "1",
+    "2",
+    "-1",
+    "-2147483649",
+    "2147483648",
+    "9223372036854775808",
+    "1" * 400,
+    "1e309",
+    "-1e309",
+    "nan",
+    "inf",
+    "0x10",
+    "+3",
+    "²",
+    "٣",
+    " 1",
+    "1.5",
+    "NULL",
+    "",
+]
+WORDS = [
+    "NULL",
+    "ALL",
+    "SOME",
+    "fork",
+    "slurm",
+    "pbs",
+    "/dev/null",
+    "../../etc/passwd",
+    "/tmp",
+    "$(touch /tmp/gahp-fuzz-pwned)",
+    "`id`",
+    "a;b",
+    '[ Cmd = "x" ]',
+    "[",
+    "]",
+    "fork/20240101/abc",
+    "slurm/20240101/1",
+    "fork/2024/..",
+    "é",
+    "\udcff\udcfe",
+    "\0",
+    "a\0b",
+    "\\",
+    "x\r",
+    "\r",
+    "\t",
+    "#",
+    "b#1.0",
+]
 
 
 def _token(rng: random.Random) -> str:
@@ -125,15 +163,18 @@ def _token(rng: random.Random) -> str:
     if pick < 0.7:
         return rng.choice(WORDS)
     if pick < 0.85:
-        return "".join(chr(rng.choice([rng.randrange(32, 127), rng.randrange(0, 0x2FFF)]))
-                       for _ in range(rng.randrange(0, 12))).replace("\n", "")
+        return "".join(
+            chr(rng.choice([rng.randrange(32, 127), rng.randrange(0, 0x2FFF)]))
+            for _ in range(rng.randrange(0, 12))
+        ).replace("\n", "")
     return rng.choice(WORDS) * rng.randrange(1, 50)
 
 
 def _raw_bytes(rng: random.Random, n: int) -> bytes:
     """Random bytes without a bare LF (it would make two requests of one)."""
-    return bytes(rng.choice([rng.randrange(256), 0, 0x5C, 0x0D, 0x20, 0xFF])
-                 for _ in range(n)).replace(b"\n", b"n")
+    return bytes(
+        rng.choice([rng.randrange(256), 0, 0x5C, 0x0D, 0x20, 0xFF]) for _ in range(n)
+    ).replace(b"\n", b"n")
 
 
 def _line(fields: Sequence[str]) -> bytes:
@@ -283,6 +324,7 @@ def run_fuzz(
 
 # ---- per-server header generators: counts that do not match the arguments ------------------
 
+
 def _n(rng: random.Random) -> str:
     return rng.choice(["0", "1", "2", "3", "1000000", "99999999999999999999", "-1", "x", "²"])
 
@@ -290,8 +332,13 @@ def _n(rng: random.Random) -> str:
 def boinc_submit(rng: random.Random) -> list[str]:
     args = ["batch", "uppercase", _n(rng)]
     for _ in range(rng.randrange(0, 4)):
-        args += [f"j{rng.randrange(9)}", _n(rng), *[_token(rng) for _ in range(rng.randrange(3))],
-                 _n(rng), *[_token(rng) for _ in range(rng.randrange(4))]]
+        args += [
+            f"j{rng.randrange(9)}",
+            _n(rng),
+            *[_token(rng) for _ in range(rng.randrange(3))],
+            _n(rng),
+            *[_token(rng) for _ in range(rng.randrange(4))],
+        ]
     if rng.random() < 0.5:
         args += [rng.choice(NUMBERS) for _ in range(rng.choice([5, 6, 7]))]
     return args
@@ -302,22 +349,41 @@ def boinc_query(rng: random.Random) -> list[str]:
 
 
 def boinc_fetch(rng: random.Random) -> list[str]:
-    args = ["job", rng.choice(["/tmp", "NULL", "/nonexistent", ""]), "err.txt",
-            rng.choice(["ALL", "SOME", "all", "NONE"]), _n(rng)]
+    args = [
+        "job",
+        rng.choice(["/tmp", "NULL", "/nonexistent", ""]),
+        "err.txt",
+        rng.choice(["ALL", "SOME", "all", "NONE"]),
+        _n(rng),
+    ]
     return args + [_token(rng) for _ in range(rng.randrange(0, 6))]
 
 
-BOINC_COMMANDS = ["BOINC_PING", "BOINC_SUBMIT", "BOINC_QUERY_BATCHES", "BOINC_FETCH_OUTPUT",
-                  "BOINC_ABORT_JOBS", "BOINC_RETIRE_BATCH", "BOINC_SET_LEASE"]
+BOINC_COMMANDS = [
+    "BOINC_PING",
+    "BOINC_SUBMIT",
+    "BOINC_QUERY_BATCHES",
+    "BOINC_FETCH_OUTPUT",
+    "BOINC_ABORT_JOBS",
+    "BOINC_RETIRE_BATCH",
+    "BOINC_SET_LEASE",
+]
+
+
 def tokens(n: int) -> Callable[[random.Random], list[str]]:
     """A generator of ``n`` adversarial arguments (the right count for a command)."""
     return lambda rng: [_token(rng) for _ in range(n)]
 
 
-BOINC_HEADERS = {"BOINC_SUBMIT": boinc_submit, "BOINC_QUERY_BATCHES": boinc_query,
-                 "BOINC_FETCH_OUTPUT": boinc_fetch, "BOINC_PING": tokens(0),
-                 "BOINC_ABORT_JOBS": tokens(3), "BOINC_RETIRE_BATCH": tokens(1),
-                 "BOINC_SET_LEASE": lambda rng: [_token(rng), rng.choice(NUMBERS)]}
+BOINC_HEADERS = {
+    "BOINC_SUBMIT": boinc_submit,
+    "BOINC_QUERY_BATCHES": boinc_query,
+    "BOINC_FETCH_OUTPUT": boinc_fetch,
+    "BOINC_PING": tokens(0),
+    "BOINC_ABORT_JOBS": tokens(3),
+    "BOINC_RETIRE_BATCH": tokens(1),
+    "BOINC_SET_LEASE": lambda rng: [_token(rng), rng.choice(NUMBERS)],
+}
 
 
 def boinc_check(cmd: str, fields: list[str]) -> str | None:
@@ -329,23 +395,44 @@ def boinc_check(cmd: str, fields: list[str]) -> str | None:
     return None
 
 
-BLAH_COMMANDS = ["BLAH_JOB_SUBMIT", "BLAH_JOB_STATUS", "BLAH_JOB_CANCEL", "BLAH_JOB_HOLD",
-                 "BLAH_JOB_RESUME", "BLAH_JOB_REFRESH_PROXY", "BLAH_PING"]
+BLAH_COMMANDS = [
+    "BLAH_JOB_SUBMIT",
+    "BLAH_JOB_STATUS",
+    "BLAH_JOB_CANCEL",
+    "BLAH_JOB_HOLD",
+    "BLAH_JOB_RESUME",
+    "BLAH_JOB_REFRESH_PROXY",
+    "BLAH_PING",
+]
 BLAH_FIELDS = {"BLAH_JOB_SUBMIT": 3, "BLAH_JOB_STATUS": 4}
 
 
 def blah_ad(rng: random.Random) -> list[str]:
-    vals = ['"$(touch /tmp/gahp-fuzz-pwned)"', '"`id`"', "1e400", "undefined", '"fork"', "-1",
-            '"a;b"', "{}", '"' + "x" * 1000 + '"']
+    vals = [
+        '"$(touch /tmp/gahp-fuzz-pwned)"',
+        '"`id`"',
+        "1e400",
+        "undefined",
+        '"fork"',
+        "-1",
+        '"a;b"',
+        "{}",
+        '"' + "x" * 1000 + '"',
+    ]
     attrs_ = ["Cmd", "Args", "Env", "In", "Iwd", "gridtype", "RequestMemory", "NodeNumber"]
     body = "; ".join(f"{rng.choice(attrs_)} = {rng.choice(vals)}" for _ in range(rng.randrange(6)))
     return [f"[ {body} ]"]
 
 
-BLAH_HEADERS = {"BLAH_JOB_SUBMIT": blah_ad, "BLAH_JOB_STATUS": tokens(1),
-                "BLAH_JOB_CANCEL": tokens(1), "BLAH_JOB_HOLD": tokens(1),
-                "BLAH_JOB_RESUME": tokens(1), "BLAH_JOB_REFRESH_PROXY": tokens(2),
-                "BLAH_PING": tokens(1)}
+BLAH_HEADERS = {
+    "BLAH_JOB_SUBMIT": blah_ad,
+    "BLAH_JOB_STATUS": tokens(1),
+    "BLAH_JOB_CANCEL": tokens(1),
+    "BLAH_JOB_HOLD": tokens(1),
+    "BLAH_JOB_RESUME": tokens(1),
+    "BLAH_JOB_REFRESH_PROXY": tokens(2),
+    "BLAH_PING": tokens(1),
+}
 
 
 def blah_check(cmd: str, fields: list[str]) -> str | None:

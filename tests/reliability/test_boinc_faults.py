@@ -21,8 +21,9 @@ from gahp_core.testing import GahpClient
 
 def batches_named(srv: EmulatorServer, name: str) -> list[dict[str, str]]:
     """The emulator's batches of that name, read over its query_batches RPC."""
-    body = (f"<query_batches>\n<authenticator>{srv.authenticator}</authenticator>\n"
-            "</query_batches>\n")
+    body = (
+        f"<query_batches>\n<authenticator>{srv.authenticator}</authenticator>\n</query_batches>\n"
+    )
     r = httpx.post(srv.url + "submit_rpc_handler.php", files={"request": (None, body)})
     import xmltodict
 
@@ -69,8 +70,11 @@ def test_permanent_faults_are_one_clear_error(
     emulator.inject_fault(kind, count=1, rpc="query_batch2")
     res = gahp.call("BOINC_QUERY_BATCHES", "0", "1", "b", timeout=60)
     assert len(res) == 1 and res[0] != "NULL", res
-    want = {"http500": ("HTTP 500",), "malformed_xml": ("malformed reply", "unreadable"),
-            "maintenance": ("project down for maintenance",)}[kind]
+    want = {
+        "http500": ("HTTP 500",),
+        "malformed_xml": ("malformed reply", "unreadable"),
+        "maintenance": ("project down for maintenance",),
+    }[kind]
     assert res[0].startswith("query_batch2") or kind == "maintenance", res
     assert any(w in res[0] for w in want), res
     assert emulator.stats["query_batch2"] == 1  # not retried: the server did answer
@@ -110,26 +114,27 @@ def test_interrupted_download_leaves_destination_untouched(
     gahp: GahpClient, emulator: EmulatorServer, input_file: Path, tmp_path: Path, kind: str
 ) -> None:
     select(gahp, emulator)
-    assert gahp.call("BOINC_SUBMIT", *submit_args("dl", "uppercase",
-                                                  [("dl#0", input_file)])) == ["NULL"]
+    assert gahp.call("BOINC_SUBMIT", *submit_args("dl", "uppercase", [("dl#0", input_file)])) == [
+        "NULL"
+    ]
     wait_done(gahp, "dl", 1)
     out = tmp_path / "out"
     out.mkdir()
     (out / "result.txt").write_text("precious\n")
     emulator.inject_fault(kind, count=1, rpc="get_output")
-    res = gahp.call("BOINC_FETCH_OUTPUT", "dl#0", str(out), "err.txt", "ALL", "1", "out",
-                    "result.txt")
+    res = gahp.call(
+        "BOINC_FETCH_OUTPUT", "dl#0", str(out), "err.txt", "ALL", "1", "out", "result.txt"
+    )
     assert len(res) == 1 and "get_output" in res[0], res
     assert (out / "result.txt").read_text() == "precious\n"
     assert sorted(p.name for p in out.iterdir()) == ["err.txt", "result.txt"]
-    res = gahp.call("BOINC_FETCH_OUTPUT", "dl#0", str(out), "err.txt", "ALL", "1", "out",
-                    "result.txt")
+    res = gahp.call(
+        "BOINC_FETCH_OUTPUT", "dl#0", str(out), "err.txt", "ALL", "1", "out", "result.txt"
+    )
     assert res[0] == "NULL" and (out / "result.txt").read_text() == "ALPHA\n"
 
 
-def test_emulator_restart_mid_batch_same_port(
-    tmp_path: Path, input_file: Path
-) -> None:
+def test_emulator_restart_mid_batch_same_port(tmp_path: Path, input_file: Path) -> None:
     """Stop the project while jobs run; a new server on the same port and state resumes."""
     state = tmp_path / "emu"
     srv = EmulatorServer(state_dir=state, job_delay=0.3, volunteers=1, inline_apps=True).start()
@@ -142,8 +147,9 @@ def test_emulator_restart_mid_batch_same_port(
         rid = c.reqid()
         assert c.command("BOINC_QUERY_BATCHES", rid, "0", "1", "rs") == ["S"]
         time.sleep(1.0)  # the query is failing and retrying with backoff now
-        srv2 = EmulatorServer(state_dir=state, port=port, job_delay=0.05, volunteers=2,
-                              inline_apps=True).start()
+        srv2 = EmulatorServer(
+            state_dir=state, port=port, job_delay=0.05, volunteers=2, inline_apps=True
+        ).start()
         try:
             assert srv2.port == port and srv2.authenticator == auth
             res = c.wait_results([rid], timeout=60)[rid]
@@ -174,8 +180,9 @@ def test_concurrent_submissions_sharing_files_upload_once(
     assert emulator.stats["upload_files"] == 1
 
 
-def test_fault_sweep_loses_no_result(emulator: EmulatorServer, input_file: Path,
-                                     tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_fault_sweep_loses_no_result(
+    emulator: EmulatorServer, input_file: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     """Every fault kind on every RPC of a pipelined mix: one result per request, always."""
     from gahp_boinc.emulator.faults import FAULT_KINDS
 
@@ -183,25 +190,39 @@ def test_fault_sweep_loses_no_result(emulator: EmulatorServer, input_file: Path,
     out.mkdir()
     with GahpClient([*BOINC_GAHP, "--timeout", "1", "--retries", "2"]) as c:
         select(c, emulator)
-        assert c.call("BOINC_SUBMIT", *submit_args("fs", "uppercase", [("fs#0", input_file)])) \
-            == ["NULL"]
+        assert c.call("BOINC_SUBMIT", *submit_args("fs", "uppercase", [("fs#0", input_file)])) == [
+            "NULL"
+        ]
         wait_done(c, "fs", 1)
-        rpcs = ["ping", "query_batch2", "query_completed_job", "get_templates", "get_output",
-                "create_batch", "query_files", "upload_files", "submit_batch", "abort_jobs",
-                "set_expire_time", "retire_batch"]
+        rpcs = [
+            "ping",
+            "query_batch2",
+            "query_completed_job",
+            "get_templates",
+            "get_output",
+            "create_batch",
+            "query_files",
+            "upload_files",
+            "submit_batch",
+            "abort_jobs",
+            "set_expire_time",
+            "retire_batch",
+        ]
         issued = 0
         answered = 0
         for n, kind in enumerate(FAULT_KINDS):
             for rpc in rpcs:
-                emulator.inject_fault(kind, count=1, rpc=rpc, seconds=1.5 if kind == "delay"
-                                      else 1)
+                emulator.inject_fault(kind, count=1, rpc=rpc, seconds=1.5 if kind == "delay" else 1)
             in2 = tmp_path / f"in{n}.txt"
             in2.write_text(f"{kind}\n")
-            reqs = [("BOINC_PING",), ("BOINC_QUERY_BATCHES", "0", "1", "fs"),
-                    ("BOINC_FETCH_OUTPUT", "fs#0", str(out), "e", "ALL", "0"),
-                    ("BOINC_SUBMIT", *submit_args(f"k{n}", "uppercase", [(f"k{n}#0", in2)])),
-                    ("BOINC_SET_LEASE", "fs", str(int(time.time()) + 3600)),
-                    ("BOINC_ABORT_JOBS", "nosuch")]
+            reqs = [
+                ("BOINC_PING",),
+                ("BOINC_QUERY_BATCHES", "0", "1", "fs"),
+                ("BOINC_FETCH_OUTPUT", "fs#0", str(out), "e", "ALL", "0"),
+                ("BOINC_SUBMIT", *submit_args(f"k{n}", "uppercase", [(f"k{n}#0", in2)])),
+                ("BOINC_SET_LEASE", "fs", str(int(time.time()) + 3600)),
+                ("BOINC_ABORT_JOBS", "nosuch"),
+            ]
             rids = []
             for cmd, *args in reqs:
                 rid = c.reqid()
@@ -217,5 +238,7 @@ def test_fault_sweep_loses_no_result(emulator: EmulatorServer, input_file: Path,
         assert answered == issued and c.results() == []
         assert c.command("COMMANDS")[0] == "S"
     with capsys.disabled():
-        print(f"\nfault sweep: {fired} faults fired over {issued} requests, "
-              f"{issued - answered} results lost")
+        print(
+            f"\nfault sweep: {fired} faults fired over {issued} requests, "
+            f"{issued - answered} results lost"
+        )

@@ -21,9 +21,9 @@ FUZZ = settings(max_examples=300, deadline=None, derandomize=True)
 # Text that stresses the escaping: the four specials, NUL, non-ASCII and lone surrogates
 # (what surrogateescape turns invalid UTF-8 into).
 nasty_chars = st.sampled_from([" ", "\\", "\r", "\n", "\0", "é", "\udcff", "a", "\t", "$"])
-nasty_text = st.lists(
-    nasty_chars | st.characters(blacklist_categories=("Cs",)), max_size=30
-).map("".join)
+nasty_text = st.lists(nasty_chars | st.characters(blacklist_categories=("Cs",)), max_size=30).map(
+    "".join
+)
 args_strategy = st.lists(nasty_text, min_size=1, max_size=12)
 
 
@@ -107,8 +107,20 @@ def test_parse_reqid_never_raises(text: str) -> None:
 
 @pytest.mark.parametrize(
     "text,ok",
-    [("1", True), ("+7", True), ("-3", True), ("007", True), ("0", False), ("-0", False),
-     ("+", False), ("", False), ("²", False), ("١", False), ("1" * 5000, True), ("1e3", False)],
+    [
+        ("1", True),
+        ("+7", True),
+        ("-3", True),
+        ("007", True),
+        ("0", False),
+        ("-0", False),
+        ("+", False),
+        ("", False),
+        ("²", False),
+        ("١", False),
+        ("1" * 5000, True),
+        ("1e3", False),
+    ],
 )
 def test_parse_reqid_edge_cases(text: str, ok: bool) -> None:
     assert (parse_reqid(text) is not None) is ok
@@ -124,16 +136,52 @@ def test_parse_request_never_raises(line: str) -> None:
 
 # ---- the ClassAd path of blahpd ----------------------------------------------------------------
 
-ATTRS = ["Cmd", "Args", "Arguments", "Env", "Environment", "In", "Out", "Err", "Iwd",
-         "gridtype", "TransferInput", "TransferOutput", "Queue", "RequestMemory", "NodeNumber",
-         "SMPGranularity", "HostSMPSize", "BatchProject", "BatchRuntime", "x509UserProxy"]
+ATTRS = [
+    "Cmd",
+    "Args",
+    "Arguments",
+    "Env",
+    "Environment",
+    "In",
+    "Out",
+    "Err",
+    "Iwd",
+    "gridtype",
+    "TransferInput",
+    "TransferOutput",
+    "Queue",
+    "RequestMemory",
+    "NodeNumber",
+    "SMPGranularity",
+    "HostSMPSize",
+    "BatchProject",
+    "BatchRuntime",
+    "x509UserProxy",
+]
 classad_values = st.one_of(
     st.text(max_size=40).map(lambda s: '"' + s.replace("\\", "\\\\").replace('"', '\\"') + '"'),
     st.integers(-(2**70), 2**70).map(str),
     st.floats(allow_nan=True, allow_infinity=True).map(repr),
-    st.sampled_from(["undefined", "error", "true", "1e400", "-1e400", 'real("NaN")',
-                     'real("INF")', "{1, 2}", "[a = 1]", "1/0", "x.y", '"/bin/true"',
-                     '"fork"', '"²"', "0", "-5"]),
+    st.sampled_from(
+        [
+            "undefined",
+            "error",
+            "true",
+            "1e400",
+            "-1e400",
+            'real("NaN")',
+            'real("INF")',
+            "{1, 2}",
+            "[a = 1]",
+            "1/0",
+            "x.y",
+            '"/bin/true"',
+            '"fork"',
+            '"²"',
+            "0",
+            "-5",
+        ]
+    ),
 )
 classads = st.lists(st.tuples(st.sampled_from(ATTRS), classad_values), max_size=8).map(
     lambda kv: "[ " + "; ".join(f"{k} = {v}" for k, v in kv) + " ]"
@@ -153,8 +201,14 @@ def test_parse_submit_ad_raises_only_submit_error(text: str) -> None:
 
 
 @pytest.mark.parametrize(
-    "attr", ["RequestMemory = 1e400", 'RequestMemory = real("NaN")', 'RequestMemory = "²"',
-             "NodeNumber = -1e400", "BatchRuntime = 1e400"],
+    "attr",
+    [
+        "RequestMemory = 1e400",
+        'RequestMemory = real("NaN")',
+        'RequestMemory = "²"',
+        "NodeNumber = -1e400",
+        "BatchRuntime = 1e400",
+    ],
 )
 def test_non_finite_and_unicode_numbers_are_submit_errors(attr: str) -> None:
     pytest.importorskip("classad2")

@@ -41,19 +41,30 @@ def test_fuzz_boinc_gahp(capsys: pytest.CaptureFixture[str]) -> None:
     MARKER.unlink(missing_ok=True)
     argv = [sys.executable, "-m", "gahp_boinc", "--retries", "0", "--timeout", "2"]
     total = 0
-    for setup in ([], [f"BOINC_SELECT_PROJECT http://127.0.0.1:{closed_port()}/p/ sekrit\r\n"
-                       .encode()]):
-        report = run_fuzz(argv, BOINC_COMMANDS, BOINC_HEADERS, cases=CASES // 2, seed=SEED,
-                          setup=setup, check_result=boinc_check)
+    for setup in (
+        [],
+        [f"BOINC_SELECT_PROJECT http://127.0.0.1:{closed_port()}/p/ sekrit\r\n".encode()],
+    ):
+        report = run_fuzz(
+            argv,
+            BOINC_COMMANDS,
+            BOINC_HEADERS,
+            cases=CASES // 2,
+            seed=SEED,
+            setup=setup,
+            check_result=boinc_check,
+        )
         assert not report.problems, report.problems[:20]
         assert report.cases >= CASES // 2 and report.accepted_async > CASES // 20
         assert report.results == report.accepted_async
         assert 0 < report.peak_rss_kib < RSS_BOUND_KIB, report.peak_rss_kib
         total += report.cases
         with capsys.disabled():
-            print(f"\nboinc-gahp fuzz: {report.cases} lines ({report.bytes_sent} bytes), "
-                  f"returns {dict(report.returns)}, {report.results} results, "
-                  f"peak RSS {report.peak_rss_kib} KiB, problems {len(report.problems)}")
+            print(
+                f"\nboinc-gahp fuzz: {report.cases} lines ({report.bytes_sent} bytes), "
+                f"returns {dict(report.returns)}, {report.results} results, "
+                f"peak RSS {report.peak_rss_kib} KiB, problems {len(report.problems)}"
+            )
     assert not MARKER.exists()
 
 
@@ -61,17 +72,27 @@ def test_fuzz_blahpd(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None
     MARKER.unlink(missing_ok=True)
     config = tmp_path / "blah.toml"
     config.write_text('drivers = ["fork"]\n')
-    argv = [sys.executable, "-m", "gahp_blah", "--state-dir", str(tmp_path / "state"),
-            "--config", str(config)]
-    report = run_fuzz(argv, BLAH_COMMANDS, BLAH_HEADERS, cases=CASES, seed=SEED,
-                      check_result=blah_check)
+    argv = [
+        sys.executable,
+        "-m",
+        "gahp_blah",
+        "--state-dir",
+        str(tmp_path / "state"),
+        "--config",
+        str(config),
+    ]
+    report = run_fuzz(
+        argv, BLAH_COMMANDS, BLAH_HEADERS, cases=CASES, seed=SEED, check_result=blah_check
+    )
     assert not report.problems, report.problems[:20]
     assert report.results == report.accepted_async > CASES // 20
     assert 0 < report.peak_rss_kib < RSS_BOUND_KIB, report.peak_rss_kib
     assert not MARKER.exists()
     with capsys.disabled():
-        print(f"\nblahpd fuzz: {report.cases} lines, returns {dict(report.returns)}, "
-              f"{report.results} results, peak RSS {report.peak_rss_kib} KiB")
+        print(
+            f"\nblahpd fuzz: {report.cases} lines, returns {dict(report.returns)}, "
+            f"{report.results} results, peak RSS {report.peak_rss_kib} KiB"
+        )
 
 
 def test_line_over_the_limit_is_refused_and_memory_returns(tmp_path: Path) -> None:

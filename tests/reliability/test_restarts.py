@@ -54,8 +54,9 @@ def test_blahpd_sigkill_and_restart(
     argv = [*BLAHPD, "--state-dir", str(tmp_path / "state")]
 
     def submit(c: GahpClient, cmd: str, args: str) -> str:
-        res = c.call("BLAH_JOB_SUBMIT", _ad(gridtype=lrms, Cmd=cmd, Args=args, Iwd=str(work)),
-                     timeout=60)
+        res = c.call(
+            "BLAH_JOB_SUBMIT", _ad(gridtype=lrms, Cmd=cmd, Args=args, Iwd=str(work)), timeout=60
+        )
         assert res[0] == "0", res
         return res[2]
 
@@ -73,8 +74,12 @@ def test_blahpd_sigkill_and_restart(
         assert c.call("BLAH_JOB_CANCEL", jobs["removed"], timeout=60)[0] == "0"
         _wait(c, jobs["completed"], COMPLETED)
         before = {k: _status(c, v)[2] for k, v in jobs.items()}
-        assert before == {"running": RUNNING, "held": HELD, "completed": COMPLETED,
-                          "removed": REMOVED}
+        assert before == {
+            "running": RUNNING,
+            "held": HELD,
+            "completed": COMPLETED,
+            "removed": REMOVED,
+        }
         c.proc.kill()  # SIGKILL: no shutdown of any kind
         c.proc.wait(10)
     finally:
@@ -101,21 +106,30 @@ def test_emulator_restart_keeps_batches_jobs_and_files(tmp_path: Path, input_fil
     try:
         with GahpClient([*BOINC_GAHP, "--timeout", "3"]) as c:
             select(c, srv)
-            assert c.call("BOINC_SUBMIT", *submit_args(
-                "keep", "uppercase", [("keep#0", input_file), ("keep#1", input_file)])) == ["NULL"]
+            assert c.call(
+                "BOINC_SUBMIT",
+                *submit_args("keep", "uppercase", [("keep#0", input_file), ("keep#1", input_file)]),
+            ) == ["NULL"]
             wait_done(c, "keep", 2)
             port = srv.port
             srv.stop()
-            srv = EmulatorServer(state_dir=state, port=port, job_delay=0.05,
-                                 inline_apps=True).start()
+            srv = EmulatorServer(
+                state_dir=state, port=port, job_delay=0.05, inline_apps=True
+            ).start()
             assert c.call("BOINC_QUERY_BATCHES", "0", "1", "keep")[2:] == [
-                "2", "keep#0", "DONE", "keep#1", "DONE"]
+                "2",
+                "keep#0",
+                "DONE",
+                "keep#1",
+                "DONE",
+            ]
             res = c.call("BOINC_FETCH_OUTPUT", "keep#1", str(out), "e", "ALL", "0")
             assert res[0] == "NULL" and (out / "out").read_text() == "ALPHA\n"
             # the staged input is still there: a new batch uploads nothing
             srv.reset_stats()
-            assert c.call("BOINC_SUBMIT", *submit_args(
-                "again", "uppercase", [("again#0", input_file)])) == ["NULL"]
+            assert c.call(
+                "BOINC_SUBMIT", *submit_args("again", "uppercase", [("again#0", input_file)])
+            ) == ["NULL"]
             assert srv.stats.get("upload_files", 0) == 0
             wait_done(c, "again", 1)
     finally:

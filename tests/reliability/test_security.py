@@ -31,13 +31,18 @@ from gahp_core.testing import GahpClient
 
 
 def test_authenticator_never_in_debug_log_nor_error_results(
-    gahp: GahpClient, emulator: EmulatorServer, input_file: Path, tmp_path: Path,
-    gahp_log: Path, monkeypatch: pytest.MonkeyPatch,
+    gahp: GahpClient,
+    emulator: EmulatorServer,
+    input_file: Path,
+    tmp_path: Path,
+    gahp_log: Path,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     auth = emulator.authenticator
     select(gahp, emulator)
     assert gahp.call("BOINC_SUBMIT", *submit_args("s", "uppercase", [("s#0", input_file)])) == [
-        "NULL"]
+        "NULL"
+    ]
     wait_done(gahp, "s", 1)
     results: list[list[str]] = []
     # get_output failures of every kind; the download URL carries auth_str=<authenticator>
@@ -45,13 +50,19 @@ def test_authenticator_never_in_debug_log_nor_error_results(
         emulator.inject_fault(kind, count=1, rpc="get_output")
         results.append(gahp.call("BOINC_FETCH_OUTPUT", "s#0", str(tmp_path), "e", "ALL", "0"))
     # a server that echoes the whole query string (auth_str included) in its error text
-    monkeypatch.setattr(handlers.Project, "get_output",
-                        lambda self, q: replies.download_error(f"cannot serve {urlencode(q)}"))
+    monkeypatch.setattr(
+        handlers.Project,
+        "get_output",
+        lambda self, q: replies.download_error(f"cannot serve {urlencode(q)}"),
+    )
     results.append(gahp.call("BOINC_FETCH_OUTPUT", "s#0", str(tmp_path), "e", "ALL", "0"))
     assert "cannot serve" in results[-1][0] and "auth_str=***" in results[-1][0], results[-1]
     # and an RPC error that echoes the request (with its <authenticator>)
-    monkeypatch.setattr(handlers.Project, "submit_rpc",
-                        lambda self, req: replies.error(f"can't parse request message: {req}"))
+    monkeypatch.setattr(
+        handlers.Project,
+        "submit_rpc",
+        lambda self, req: replies.error(f"can't parse request message: {req}"),
+    )
     results.append(gahp.call("BOINC_PING"))
     results.append(gahp.call("BOINC_QUERY_BATCHES", "0", "1", "s"))
     for res in results:
@@ -72,12 +83,16 @@ def test_safe_logical_name_refuses_paths(name: str) -> None:
 
 
 def test_template_output_name_escaping_the_directory(
-    gahp: GahpClient, emulator: EmulatorServer, input_file: Path, tmp_path: Path,
+    gahp: GahpClient,
+    emulator: EmulatorServer,
+    input_file: Path,
+    tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     select(gahp, emulator)
     assert gahp.call("BOINC_SUBMIT", *submit_args("t", "uppercase", [("t#0", input_file)])) == [
-        "NULL"]
+        "NULL"
+    ]
     wait_done(gahp, "t", 1)
     out = tmp_path / "deep" / "out"
     out.mkdir(parents=True)
@@ -122,12 +137,15 @@ def _replace_output(srv: EmulatorServer, job: str, data: bytes) -> None:
     ],
 )
 def test_zip_output_entries_stay_inside(
-    gahp: GahpClient, emulator: EmulatorServer, input_file: Path, tmp_path: Path,
-    entries: list[tuple[str, bytes, bool]], unsafe: bool,
+    gahp: GahpClient,
+    emulator: EmulatorServer,
+    input_file: Path,
+    tmp_path: Path,
+    entries: list[tuple[str, bytes, bool]],
+    unsafe: bool,
 ) -> None:
     select(gahp, emulator)
-    assert gahp.call("BOINC_SUBMIT", *submit_args("z", "zipper", [("z#0", input_file)])) == [
-        "NULL"]
+    assert gahp.call("BOINC_SUBMIT", *submit_args("z", "zipper", [("z#0", input_file)])) == ["NULL"]
     wait_done(gahp, "z", 1)
     _replace_output(emulator, "z#0", _zip(entries))
     out = tmp_path / "a" / "out"
@@ -160,10 +178,27 @@ def tls_server(tmp_path: Path) -> Iterator[str]:
     """An https server on 127.0.0.1 with a self-signed certificate answering ping."""
     key, cert = tmp_path / "key.pem", tmp_path / "cert.pem"
     subprocess.run(
-        ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", str(key),
-         "-out", str(cert), "-days", "1", "-subj", "/CN=127.0.0.1",
-         "-addext", "subjectAltName=IP:127.0.0.1"],
-        check=True, capture_output=True, timeout=60,
+        [
+            "openssl",
+            "req",
+            "-x509",
+            "-newkey",
+            "rsa:2048",
+            "-nodes",
+            "-keyout",
+            str(key),
+            "-out",
+            str(cert),
+            "-days",
+            "1",
+            "-subj",
+            "/CN=127.0.0.1",
+            "-addext",
+            "subjectAltName=IP:127.0.0.1",
+        ],
+        check=True,
+        capture_output=True,
+        timeout=60,
     )
 
     class Handler(http.server.BaseHTTPRequestHandler):
@@ -206,9 +241,13 @@ def test_self_signed_certificate_is_refused_unless_insecure(tls_server: str) -> 
 
 
 def _ad(**kv: str) -> str:
-    return "[ " + "; ".join(
-        f'{k} = "' + v.replace("\\", "\\\\").replace('"', '\\"') + '"' for k, v in kv.items()
-    ) + " ]"
+    return (
+        "[ "
+        + "; ".join(
+            f'{k} = "' + v.replace("\\", "\\\\").replace('"', '\\"') + '"' for k, v in kv.items()
+        )
+        + " ]"
+    )
 
 
 def _lrms_or_skip(lrms: str, slurm_env: dict[str, str] | None) -> dict[str, str] | None:
@@ -243,20 +282,33 @@ def test_classad_values_never_reach_a_shell(
     arguments = " ".join("'" + a.replace("'", "''") + "'" for a in nasty)
     with GahpClient([*BLAHPD, "--state-dir", str(tmp_path / "state")], env=env) as c:
         ids = []
-        good = _ad(gridtype=lrms, Cmd="/bin/echo", Arguments=arguments, Iwd=str(work),
-                   Environment=f"'A=$(touch {m})' 'B=`touch {m}`'",
-                   In="/dev/null", Out="out $(touch PWNED)", Err="err;touch PWNED")
+        good = _ad(
+            gridtype=lrms,
+            Cmd="/bin/echo",
+            Arguments=arguments,
+            Iwd=str(work),
+            Environment=f"'A=$(touch {m})' 'B=`touch {m}`'",
+            In="/dev/null",
+            Out="out $(touch PWNED)",
+            Err="err;touch PWNED",
+        )
         res = c.call("BLAH_JOB_SUBMIT", good, timeout=60)
         assert res[0] == "0", res
         ids.append(res[2])
-        for attr, value in (("Cmd", f"/bin/true;touch {m}"), ("Cmd", f"$(touch {m})"),
-                            ("Args", f"`touch {m}` ;touch {m}")):
+        for attr, value in (
+            ("Cmd", f"/bin/true;touch {m}"),
+            ("Cmd", f"$(touch {m})"),
+            ("Args", f"`touch {m}` ;touch {m}"),
+        ):
             kv = {"gridtype": lrms, "Cmd": "/bin/echo", "Iwd": str(work), attr: value}
             res = c.call("BLAH_JOB_SUBMIT", _ad(**kv), timeout=60)
             if res[0] == "0":
                 ids.append(res[2])
-        res = c.call("BLAH_JOB_SUBMIT", _ad(gridtype=lrms, Cmd="/bin/true",
-                                             Iwd=f"{work};touch {m}"), timeout=60)
+        res = c.call(
+            "BLAH_JOB_SUBMIT",
+            _ad(gridtype=lrms, Cmd="/bin/true", Iwd=f"{work};touch {m}"),
+            timeout=60,
+        )
         if res[0] == "0":  # Slurm accepts a missing directory; the job then fails
             ids.append(res[2])
         for jobid in ids:
@@ -276,12 +328,33 @@ def test_state_log_and_output_permissions(tmp_path: Path) -> None:
     proxy.chmod(0o600)
     work = tmp_path / "work"
     work.mkdir()
-    argv = ["sh", "-c", 'umask 000 && exec "$@"', "sh", *BLAHPD, "--state-dir", str(state),
-            "--log", str(log), "--log-level", "DEBUG"]
+    argv = [
+        "sh",
+        "-c",
+        'umask 000 && exec "$@"',
+        "sh",
+        *BLAHPD,
+        "--state-dir",
+        str(state),
+        "--log",
+        str(log),
+        "--log-level",
+        "DEBUG",
+    ]
     with GahpClient(argv) as c:
-        res = c.call("BLAH_JOB_SUBMIT", _ad(gridtype="fork", Cmd="/bin/echo", Args="hi",
-                                            Iwd=str(work), Out="o.txt", Err="e.txt",
-                                            x509UserProxy=str(proxy)), timeout=60)
+        res = c.call(
+            "BLAH_JOB_SUBMIT",
+            _ad(
+                gridtype="fork",
+                Cmd="/bin/echo",
+                Args="hi",
+                Iwd=str(work),
+                Out="o.txt",
+                Err="e.txt",
+                x509UserProxy=str(proxy),
+            ),
+            timeout=60,
+        )
         assert res[0] == "0", res
         _wait_finished(c, res[2])
         assert c.call("BLAH_JOB_HOLD", "fork/20240101/nosuchjob")[0] == "1"
@@ -296,8 +369,9 @@ def test_state_log_and_output_permissions(tmp_path: Path) -> None:
     assert state.stat().st_mode & 0o077 == 0
 
 
-def test_boinc_outputs_and_log_permissions(emulator: EmulatorServer, input_file: Path,
-                                           tmp_path: Path) -> None:
+def test_boinc_outputs_and_log_permissions(
+    emulator: EmulatorServer, input_file: Path, tmp_path: Path
+) -> None:
     log = tmp_path / "boinc.log"
     argv = ["sh", "-c", 'umask 000 && exec "$@"', "sh", *BOINC_GAHP, "--log", str(log)]
     out = tmp_path / "out"
@@ -307,13 +381,13 @@ def test_boinc_outputs_and_log_permissions(emulator: EmulatorServer, input_file:
         jobs = [("p#0", input_file)]
         assert c.call("BOINC_SUBMIT", *submit_args("p", "uppercase", jobs)) == ["NULL"]
         assert c.call("BOINC_SUBMIT", *submit_args("pz", "zipper", [("pz#0", input_file)])) == [
-            "NULL"]
+            "NULL"
+        ]
         wait_done(c, "p", 1)
         wait_done(c, "pz", 1)
         assert c.call("BOINC_FETCH_OUTPUT", "p#0", str(out), "err", "ALL", "0")[0] == "NULL"
         assert c.call("BOINC_FETCH_OUTPUT", "pz#0", str(out), "err2", "ALL", "0")[0] == "NULL"
-    assert sorted(p.name for p in out.iterdir()) == ["err", "err2", "input.txt", "out",
-                                                      "upper.txt"]
+    assert sorted(p.name for p in out.iterdir()) == ["err", "err2", "input.txt", "out", "upper.txt"]
     for p in out.iterdir():
         assert not p.stat().st_mode & 0o022, f"{p}: {oct(p.stat().st_mode)}"
     assert log.stat().st_mode & 0o777 == 0o600
