@@ -6,11 +6,12 @@ import abc
 import os
 import re
 import subprocess
+import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, ClassVar
 
-from gahp_lrms.model import DriverError, JobInfo, JobSpec
+from gahp_lrms.model import DriverError, JobInfo, JobSpec, JobStatus
 
 __all__ = ["DEFAULT_TIMEOUT", "CommandDriver", "Driver", "run_command"]
 
@@ -110,6 +111,34 @@ class CommandDriver(Driver):
             env=self.env,
             check=check,
         )
+
+    def _wait_until_not_running(self, native_id: str) -> None:
+        """After a cancel: a running job takes a moment to die; wait for it (bounded)."""
+        deadline = time.monotonic() + self.cancel_wait_s
+        while time.monotonic() < deadline:
+            if self.status(native_id).status is not JobStatus.RUNNING:
+                return
+            time.sleep(0.2)
+
+    def _hold_with(
+        self, native_id: str, hold: Sequence[str], suspend: Sequence[str] | None, why: str = ""
+    ) -> None:
+        """Hold a queued job with the ``hold`` command; a running one (also one that
+        started meanwhile) with ``suspend``, or refuse with ``why`` when that is None."""
+        info = self.status(native_id)
+        if info.status is JobStatus.IDLE:
+            self._run(*hold, native_id)
+            info = self.status(native_id)  # it may have started meanwhile
+        if info.status is JobStatus.RUNNING:
+            if suspend is None:
+                raise DriverError(
+                    f"{self.system} job {native_id} is running: cannot hold a running job{why}"
+                )
+            self._run(*suspend, native_id)
+        elif info.status is not JobStatus.HELD:
+            raise DriverError(
+                f"{self.system} job {native_id} cannot be held: it is {info.status.name}"
+            )
 
     def _check_id(self, native_id: str) -> str:
         if not isinstance(native_id, str) or not self.job_id.match(native_id):

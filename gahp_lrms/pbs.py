@@ -21,7 +21,6 @@ import os
 import re
 import shutil
 import tempfile
-import time
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -205,21 +204,10 @@ class PbsDriver(CommandDriver):
         proc = self._run("qdel", native_id, check=False)
         if proc.returncode != 0 and not self.status(native_id).finished:
             raise DriverError(command_failure(["qdel"], proc))
-        deadline = time.monotonic() + self.cancel_wait_s  # let a running job finish dying
-        while time.monotonic() < deadline:
-            if self.status(native_id).status is not JobStatus.RUNNING:
-                return
-            time.sleep(0.2)
+        self._wait_until_not_running(native_id)
 
     def hold(self, native_id: str) -> None:
-        info = self.status(native_id)
-        if info.status is JobStatus.HELD:
-            return
-        if info.status is JobStatus.RUNNING:
-            raise DriverError(f"PBS job {native_id} is running: PBS cannot hold a running job")
-        if info.status is not JobStatus.IDLE:
-            raise DriverError(f"PBS job {native_id} cannot be held: it is {info.status.name}")
-        self._run("qhold", native_id)
+        self._hold_with(native_id, ("qhold",), None, " (PBS cannot suspend it)")
 
     def resume(self, native_id: str) -> None:
         info = self.status(native_id)

@@ -481,21 +481,8 @@ class SgeDriver(CommandDriver):
             time.sleep(0.2)
 
     def hold(self, native_id: str) -> None:
-        info = self.status(native_id)
-        if info.status is JobStatus.IDLE:
-            self._run("qhold", native_id)
-            info = self.status(native_id)  # it may have started meanwhile
-        if info.status is JobStatus.RUNNING:
-            if not self.suspend_running:
-                raise DriverError(
-                    f"Grid Engine job {native_id} is running: cannot hold a running job"
-                    " (suspend_running is disabled)"
-                )
-            self._run("qmod", "-sj", native_id)
-        elif info.status is not JobStatus.HELD:
-            raise DriverError(
-                f"Grid Engine job {native_id} cannot be held: it is {info.status.name}"
-            )
+        suspend = ("qmod", "-sj") if self.suspend_running else None
+        self._hold_with(native_id, ("qhold",), suspend, " (suspend_running is disabled)")
 
     def resume(self, native_id: str) -> None:
         self._check_id(native_id)

@@ -21,7 +21,6 @@ from __future__ import annotations
 import math
 import os
 import re
-import time
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -285,27 +284,11 @@ class SlurmDriver(CommandDriver):
             if "invalid job id" in text or "already completing or completed" in text:
                 return
             raise DriverError(command_failure(["scancel"], proc))
-        # A running job stays COMPLETING for a moment: wait (bounded) until it is REMOVED.
-        deadline = time.monotonic() + self.cancel_wait_s
-        while time.monotonic() < deadline:
-            if self.status(native_id).status is not JobStatus.RUNNING:
-                return
-            time.sleep(0.2)
+        self._wait_until_not_running(native_id)
 
     def hold(self, native_id: str) -> None:
-        info = self.status(native_id)
-        if info.status is JobStatus.IDLE:
-            self._run("scontrol", "hold", native_id)
-            info = self.status(native_id)  # it may have started meanwhile
-        if info.status is JobStatus.RUNNING:
-            if not self.suspend_running:
-                raise DriverError(
-                    f"Slurm job {native_id} is running: Slurm cannot hold a running job"
-                    " (suspend_running is disabled)"
-                )
-            self._run("scontrol", "suspend", native_id)
-        elif info.status is not JobStatus.HELD:
-            raise DriverError(f"Slurm job {native_id} cannot be held: it is {info.status.name}")
+        suspend = ("scontrol", "suspend") if self.suspend_running else None
+        self._hold_with(native_id, ("scontrol", "hold"), suspend, " (suspend_running is disabled)")
 
     def resume(self, native_id: str) -> None:
         fields = self._fields(native_id)
