@@ -81,3 +81,33 @@ def sge_env() -> dict[str, str] | None:
     if proc.returncode != 0:
         return None
     return env
+
+
+# ---------------------------------------------------------------------- either
+_BATCH = {
+    "slurm": ("Slurm", "bash .ci/slurm-up.sh", "GAHP_REQUIRE_SLURM"),
+    "sge": ("Grid Engine", "bash .ci/sge-up.sh", "GAHP_REQUIRE_SGE"),
+}
+
+
+@pytest.fixture(scope="session")
+def batch_env(slurm_env, sge_env):
+    """``need(system)``: the environment for a live batch system ("slurm", "sge"; any case),
+    None for one that needs no daemon (fork). Skips when it is down, or fails when its
+    GAHP_REQUIRE_* variable is 1 (CI)."""
+    envs = {"slurm": slurm_env, "sge": sge_env}
+
+    def need(system: str) -> dict[str, str] | None:
+        key = system.lower()
+        if key not in _BATCH:
+            return None
+        env = envs[key]
+        if env is None:
+            name, start, require = _BATCH[key]
+            reason = f"{name} is not reachable (start it with `{start}`)"
+            if os.environ.get(require) == "1":
+                pytest.fail(f"{require}=1 but {reason}", pytrace=False)
+            pytest.skip(reason)
+        return env
+
+    return need

@@ -47,17 +47,8 @@ def v2(args: list[str]) -> str:
 
 
 @pytest.fixture(params=["fork", "slurm", "sge"])
-def lrms(request, slurm_env, sge_env) -> str:
-    if request.param == "slurm" and slurm_env is None:
-        reason = "Slurm is not reachable (start it with `bash .ci/slurm-up.sh`)"
-        if os.environ.get("GAHP_REQUIRE_SLURM") == "1":
-            pytest.fail(f"GAHP_REQUIRE_SLURM=1 but {reason}", pytrace=False)
-        pytest.skip(reason)
-    if request.param == "sge" and sge_env is None:
-        reason = "Grid Engine is not reachable (start it with `bash .ci/sge-up.sh`)"
-        if os.environ.get("GAHP_REQUIRE_SGE") == "1":
-            pytest.fail(f"GAHP_REQUIRE_SGE=1 but {reason}", pytrace=False)
-        pytest.skip(reason)
+def lrms(request, batch_env) -> str:
+    batch_env(request.param)
     return request.param
 
 

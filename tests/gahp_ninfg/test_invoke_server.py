@@ -112,17 +112,8 @@ class NinfgClient:
 
 
 @pytest.fixture(params=["Fork", "Slurm", "SGE"])
-def server(request, slurm_env, sge_env, tmp_path):
-    if request.param == "Slurm" and slurm_env is None:
-        reason = "Slurm is not reachable (start it with `bash .ci/slurm-up.sh`)"
-        if os.environ.get("GAHP_REQUIRE_SLURM") == "1":
-            pytest.fail(f"GAHP_REQUIRE_SLURM=1 but {reason}", pytrace=False)
-        pytest.skip(reason)
-    if request.param == "SGE" and sge_env is None:
-        reason = "Grid Engine is not reachable (start it with `bash .ci/sge-up.sh`)"
-        if os.environ.get("GAHP_REQUIRE_SGE") == "1":
-            pytest.fail(f"GAHP_REQUIRE_SGE=1 but {reason}", pytrace=False)
-        pytest.skip(reason)
+def server(request, batch_env, slurm_env, sge_env, tmp_path):
+    batch_env(request.param)
     exe = str(Path(sys.executable).parent / f"ng_invoke_server.{request.param}")
     if not Path(exe).exists():
         exe = f"ng_invoke_server.{request.param}"
