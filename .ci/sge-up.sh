@@ -34,6 +34,8 @@ PKGS=(gridengine-common gridengine-client gridengine-master gridengine-exec)
 LIBS=(libjemalloc2 libmunge2 libssl3 libtirpc3 libdb5.3 libhwloc15 libpam0g libcrypt1 libtinfo6)
 
 log() { printf 'sge-up: %s\n' "$*" >&2; }
+# shellcheck source=.ci/daemons.sh
+. "$(dirname "${BASH_SOURCE[0]}")/daemons.sh"
 
 die() {
     log "ERROR: $*"
@@ -106,14 +108,6 @@ print_env() {
     cat "$DIR/env"
 }
 
-pid_alive() { # pidfile -> 0 when that process exists and is not a zombie
-    local pid
-    [ -f "$1" ] || return 1
-    pid="$(cat "$1" 2>/dev/null)" || return 1
-    [ -n "$pid" ] && [ -d "/proc/$pid" ] || return 1
-    ! grep -q '^State:[[:space:]]*Z' "/proc/$pid/status" 2>/dev/null
-}
-
 HOST="$(hostname -s)"
 QPID="$DIR/spool/qmaster/qmaster.pid"
 execd_pidfile() { # sge_execd names its spool directory after its own view of the host name
@@ -139,31 +133,9 @@ if [ -f "$DIR/ports" ]; then
 fi
 
 # ---------------------------------------------------------------- stop our stale daemons
-for pidfile in "$(execd_pidfile)" "$QPID"; do
-    if pid_alive "$pidfile"; then
-        pid="$(cat "$pidfile")"
-        log "stopping stale daemon (pid $pid)"
-        kill "$pid" 2>/dev/null || true
-        for _ in $(seq 50); do pid_alive "$pidfile" || break; sleep 0.1; done
-        if pid_alive "$pidfile"; then kill -9 "$pid" 2>/dev/null || true; fi
-    fi
-done
+for pidfile in "$(execd_pidfile)" "$QPID"; do stop_daemon "$pidfile"; done
 
 # ---------------------------------------------------------------- configuration
-port_taken() { # port -> 0 when something listens on it (IPv4 or IPv6), from /proc
-    local hex
-    hex="$(printf '%04X' "$1")"
-    local files=()
-    for f in /proc/net/tcp /proc/net/tcp6; do [ -r "$f" ] && files+=("$f"); done
-    [ "${#files[@]}" -gt 0 ] || return 1
-    awk -v p=":$hex" 'FNR > 1 && $4 == "0A" && substr($2, length($2) - 4) == p { f = 1 }
-        END { exit !f }' "${files[@]}"
-}
-pick_port() { # preferred -> first free port from there
-    local p="$1"
-    while port_taken "$p"; do p=$((p + 10)); done
-    echo "$p"
-}
 SGE_QMASTER_PORT="$(pick_port "${GAHP_SGE_QMASTER_PORT:-6444}")"
 SGE_EXECD_PORT="$(pick_port "${GAHP_SGE_EXECD_PORT:-6445}")"
 [ "$SGE_EXECD_PORT" != "$SGE_QMASTER_PORT" ] || SGE_EXECD_PORT="$(pick_port $((SGE_QMASTER_PORT + 1)))"

@@ -19,6 +19,8 @@ CONF="$DIR/slurm.conf"
 WAIT_S="${GAHP_SLURM_WAIT:-60}"
 
 log() { printf 'slurm-up: %s\n' "$*" >&2; }
+# shellcheck source=.ci/daemons.sh
+. "$(dirname "${BASH_SOURCE[0]}")/daemons.sh"
 
 die() {
     log "ERROR: $*"
@@ -61,14 +63,6 @@ slurm_up() {
     esac
 }
 
-pid_alive() { # pidfile -> 0 when that process exists and is not a zombie
-    local pid
-    [ -f "$1" ] || return 1
-    pid="$(cat "$1" 2>/dev/null)" || return 1
-    [ -n "$pid" ] && [ -d "/proc/$pid" ] || return 1
-    ! grep -q '^State:[[:space:]]*Z' "/proc/$pid/status" 2>/dev/null
-}
-
 print_env() {
     printf 'export SLURM_CONF=%s\n' "$CONF" >"$DIR/env"
     if [ "${GAHP_SLURM_NO_ETC:-0}" != 1 ] && [ ! -e /etc/slurm/slurm.conf ]; then
@@ -85,31 +79,9 @@ if pid_alive "$DIR/slurmctld.pid" && pid_alive "$DIR/slurmd.pid" && slurm_up; th
 fi
 
 # ---------------------------------------------------------------- stop our stale daemons
-for name in slurmd slurmctld; do
-    if pid_alive "$DIR/$name.pid"; then
-        pid="$(cat "$DIR/$name.pid")"
-        log "stopping stale $name (pid $pid)"
-        kill "$pid" 2>/dev/null || true
-        for _ in $(seq 50); do pid_alive "$DIR/$name.pid" || break; sleep 0.1; done
-        pid_alive "$DIR/$name.pid" && kill -9 "$pid" 2>/dev/null || true
-    fi
-done
+for name in slurmd slurmctld; do stop_daemon "$DIR/$name.pid"; done
 
 # ---------------------------------------------------------------- configuration
-port_taken() { # port -> 0 when something listens on it (IPv4 or IPv6), from /proc
-    local hex
-    hex="$(printf '%04X' "$1")"
-    local files=()
-    for f in /proc/net/tcp /proc/net/tcp6; do [ -r "$f" ] && files+=("$f"); done
-    [ "${#files[@]}" -gt 0 ] || return 1
-    awk -v p=":$hex" 'FNR > 1 && $4 == "0A" && substr($2, length($2) - 4) == p { f = 1 }
-        END { exit !f }' "${files[@]}"
-}
-pick_port() { # preferred -> first free port from there
-    local p="$1"
-    while port_taken "$p"; do p=$((p + 10)); done
-    echo "$p"
-}
 
 HOST="$(hostname -s)"
 # At least 4 CPUs (config_overrides below lets slurmd accept more than the hardware has) so
