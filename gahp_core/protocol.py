@@ -54,13 +54,6 @@ def format_return(code: str, fields: Sequence[str] = (), prefix: str = "") -> st
     return f"{prefix}{code} {join(fields)}\n"
 
 
-def format_result(reqid: str, fields: Sequence[str], prefix: str = "") -> str:
-    """A result line: the request id then the escaped fields."""
-    if not fields:
-        return f"{prefix}{escape(reqid)}\n"
-    return f"{prefix}{escape(reqid)} {join(fields)}\n"
-
-
 def parse_reqid(text: str) -> str | None:
     """Validate a request id: a non-zero integer. Returns it as sent, or ``None``."""
     t = text.strip()
