@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import os
+import posixpath
 import random
 import shutil
 import zipfile
@@ -67,6 +68,23 @@ def write_atomic(dest: Path, data: bytes) -> None:
             tmp.unlink()
 
 
+def stdio_pairs(specs: tuple[tuple[str, str], ...], stderr_file: str) -> int:
+    """How many trailing pairs are HTCondor's own ``(basename(Out), Out)`` and
+    ``(basename(Err), Err)``, which a 9.x gridmanager appends whenever ``output`` is set.
+
+    They are recognised by the last pair's destination being the stderr file itself: the
+    gridmanager appends the Err pair (or, when Err equals Out, only the Out pair) with
+    exactly that destination, and the Out pair just before it.
+    """
+    if not specs or specs[-1][1] != stderr_file:
+        return 0
+    if len(specs) >= 2:
+        src, dst = specs[-2]
+        if dst != stderr_file and src == posixpath.basename(dst):
+            return 2
+    return 1
+
+
 async def fetch_output(rpc: BoincRpc, req: FetchRequest) -> CompletedJob:
     """Fetch what BOINC_FETCH_OUTPUT asks for; return the job's outcome."""
     iwd = Path(req.iwd)
@@ -77,12 +95,15 @@ async def fetch_output(rpc: BoincRpc, req: FetchRequest) -> CompletedJob:
     if done.canonical_resultid == 0:
         # A failed job: its exit status and stderr are all there is.
         return done
-    renames = {src: resolve(iwd, dst) for src, dst in req.specs}
-    wanted = set(renames)
-    if req.mode == "SOME" and not wanted:
+    if req.mode == "SOME" and not req.specs:
         return done
     templates = await rpc.get_templates(req.project, job_name=req.job)
     names = [safe_logical_name(n) for n in templates.output_names]
+    specs = _without_stdio(req, set(names))
+    if req.mode == "SOME" and not specs:
+        return done
+    renames = {src: resolve(iwd, dst) for src, dst in specs}
+    wanted = set(renames)
     unknown = wanted - set(names)
     zipped = len(names) == 1 and names[0].lower().endswith(".zip")
     if unknown and not zipped:
@@ -103,6 +124,21 @@ async def fetch_output(rpc: BoincRpc, req: FetchRequest) -> CompletedJob:
             raise OutputError(f"directory {dest.parent} does not exist")
         await rpc.download_output(req.project, req.job, i, dest)
     return done
+
+
+def _without_stdio(req: FetchRequest, names: set[str]) -> tuple[tuple[str, str], ...]:
+    """The requested pairs minus HTCondor's appended Out/Err pairs that name no output.
+
+    A BOINC job has no standard output, and its stderr is already written to the stderr
+    file, so those pairs are satisfied as they are; a pair naming a real output is kept.
+    """
+    n = stdio_pairs(req.specs, req.stderr_file)
+    head, tail = req.specs[: len(req.specs) - n], req.specs[len(req.specs) - n :]
+    kept = tuple(pair for pair in tail if pair[0] in names)
+    for src, dst in tail:
+        if src not in names:
+            log.info("%s: %s is the job's stdout or stderr, not a BOINC output", req.job, dst)
+    return head + kept
 
 
 async def _fetch_zip(

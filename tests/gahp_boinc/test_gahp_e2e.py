@@ -134,6 +134,34 @@ def test_whole_job_life(gahp, emulator, inputs, tmp_path, log_path):
     assert emulator.authenticator not in log_path.read_text()
 
 
+def test_fetch_with_htcondor9_stdout_and_stderr_pairs(gahp, emulator, inputs, tmp_path):
+    """HTCondor 9.x appends (basename(Out), Out) and (basename(Err), Err) to the SOME list:
+    the outputs asked for arrive, the stderr goes to Err, and the fetch succeeds."""
+    select(gahp, emulator)
+    jobs = [("h#1.0", [], [inputs["a.txt"]]), ("h#1.1", [], [inputs["b.txt"]])]
+    assert gahp.call("BOINC_SUBMIT", *submit_args("h", "uppercase", jobs)) == ["NULL"]
+    wait_status(gahp, "h", {"DONE"})
+    iwd = tmp_path / "iwd"
+    iwd.mkdir()
+    pairs = ["out", "renamed.out", "job.out", "job.out", "job.err", "job.err"]
+    res = gahp.call("BOINC_FETCH_OUTPUT", "h#1.0", str(iwd), "job.err", "SOME", "3", *pairs)
+    assert res[0] == "NULL" and len(res) == 4, res
+    assert (iwd / "renamed.out").read_text() == "ALPHA\n"
+    assert "<stderr_txt>" in (iwd / "job.err").read_text()
+    assert not (iwd / "job.out").exists()  # a BOINC job has no stdout
+    # output and error the same file: only the Out pair is appended
+    same = iwd / "same"
+    same.mkdir()
+    pairs = ["out", "out", "o.txt", "o.txt"]
+    res = gahp.call("BOINC_FETCH_OUTPUT", "h#1.1", str(same), "o.txt", "SOME", "2", *pairs)
+    assert res[0] == "NULL", res
+    assert (same / "out").read_text() == "BRAVO\n"
+    # a misspelt transfer_output_files entry still fails, with the name
+    pairs = ["outt", "outt", "o", "o", "e", "e"]
+    res = gahp.call("BOINC_FETCH_OUTPUT", "h#1.1", str(same), "e", "SOME", "3", *pairs)
+    assert len(res) == 1 and "outt" in res[0], res
+
+
 def test_second_batch_reuses_files_on_the_server(gahp, emulator, inputs):
     select(gahp, emulator)
     first = [("r1#0", [], [inputs["a.txt"]]), ("r1#1", [], [inputs["b.txt"]])]
