@@ -1,0 +1,163 @@
+"""The real BOINC 8.3 project server brought up by `.ci/boinc-server-up.sh`, for the tests here.
+
+The script writes ``$GAHP_BOINC_DIR/env`` (default /tmp/gahp-boinc-server/env); the fixture
+``real_boinc`` reads it and checks that the project answers a ping RPC. When it does not,
+the tests are skipped with the reason, or fail when ``GAHP_REQUIRE_BOINC_SERVER=1`` (CI).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import time
+import urllib.parse
+import urllib.request
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+START = "bash .ci/boinc-server-up.sh"
+REQUIRE = "GAHP_REQUIRE_BOINC_SERVER"
+
+
+def env_file() -> Path:
+    """Where `.ci/boinc-server-up.sh` writes the server's settings."""
+    return Path(os.environ.get("GAHP_BOINC_DIR", "/tmp/gahp-boinc-server")) / "env"
+
+
+def read_env(path: Path) -> dict[str, str]:
+    """``export NAME=value`` lines of the env file (empty when it is missing)."""
+    settings: dict[str, str] = {}
+    try:
+        lines = path.read_text().splitlines()
+    except OSError:
+        return settings
+    for line in lines:
+        name, sep, value = line.removeprefix("export ").partition("=")
+        if sep and name.startswith("GAHP_BOINC_"):
+            settings[name.strip()] = value.strip().strip("'\"")
+    return settings
+
+
+def ping(url: str, timeout: float = 10.0) -> str | None:
+    """None when the project answers the ping RPC, else why not."""
+    data = urllib.parse.urlencode({"request": "<ping> </ping>"}).encode()
+    try:
+        with urllib.request.urlopen(url + "submit_rpc_handler.php", data, timeout) as resp:
+            body = resp.read()
+    except OSError as exc:
+        return f"project {url} does not answer ({exc})"
+    if b"<success>1</success>" not in body:
+        return f"project {url} answers ping with {body[:200]!r}"
+    return None
+
+
+@dataclass(frozen=True)
+class RealBoinc:
+    """The live project: URL, accounts, database and the files around it."""
+
+    url: str
+    auth: str
+    nosubmit_auth: str
+    app: str
+    db_host: str
+    db_name: str
+    db_user: str
+    db_password: str
+    project_dir: Path
+    c_gahp: Path
+    access_log: Path
+
+    def sql(self, query: str, timeout: float = 30.0) -> list[dict[str, str]]:
+        """Rows of a query on the project's own database (mysql client, tab-separated)."""
+        client = shutil.which("mariadb") or shutil.which("mysql") or "mysql"
+        proc = subprocess.run(
+            [client, "--batch", "--raw", "-h", self.db_host, "-u", self.db_user,
+             f"-p{self.db_password}", self.db_name, "-e", query],
+            capture_output=True, text=True, timeout=timeout,
+        )
+        if proc.returncode != 0:
+            raise AssertionError(f"SQL {query!r} failed: {proc.stderr.strip()}")
+        lines = proc.stdout.splitlines()
+        if not lines:
+            return []
+        head = lines[0].split("\t")
+        return [dict(zip(head, line.split("\t"), strict=True)) for line in lines[1:]]
+
+    def one(self, query: str) -> dict[str, str]:
+        """The single row of a query."""
+        rows = self.sql(query)
+        assert len(rows) == 1, (query, rows)
+        return rows[0]
+
+    def access_log_size(self) -> int:
+        """Apache's access log size now (read what is appended after with ``access_since``)."""
+        try:
+            return self.access_log.stat().st_size
+        except OSError:
+            return 0
+
+    def access_since(self, offset: int) -> list[str]:
+        """Access log lines appended since ``offset``."""
+        try:
+            with self.access_log.open("rb") as fh:
+                fh.seek(offset)
+                return fh.read().decode("utf-8", "replace").splitlines()
+        except OSError:
+            return []
+
+
+def load_real_boinc() -> tuple[RealBoinc | None, str]:
+    """The live server, or None and the reason it is not usable."""
+    path = env_file()
+    s = read_env(path)
+    if not s.get("GAHP_BOINC_PROJECT_URL"):
+        return None, f"no real BOINC server ({path} missing; start it with `{START}`)"
+    why = ping(s["GAHP_BOINC_PROJECT_URL"])
+    if why:
+        return None, f"{why}; start it with `{START}`"
+    return RealBoinc(
+        url=s["GAHP_BOINC_PROJECT_URL"],
+        auth=s["GAHP_BOINC_AUTH"],
+        nosubmit_auth=s["GAHP_BOINC_NOSUBMIT_AUTH"],
+        app=s.get("GAHP_BOINC_APP", "worker"),
+        db_host=s.get("GAHP_BOINC_DB_HOST", "127.0.0.1"),
+        db_name=s.get("GAHP_BOINC_DB_NAME", "boinctest"),
+        db_user=s.get("GAHP_BOINC_DB_USER", "boincadm"),
+        db_password=s.get("GAHP_BOINC_DB_PASSWORD", ""),
+        project_dir=Path(s.get("GAHP_BOINC_PROJECT_DIR", "/tmp/boinc-projects/boinctest")),
+        c_gahp=Path(s.get("GAHP_BOINC_C_GAHP", "")),
+        access_log=Path(s.get("GAHP_BOINC_ACCESS_LOG", "/var/log/apache2/access.log")),
+    ), ""
+
+
+@pytest.fixture(scope="session")
+def real_boinc() -> RealBoinc:
+    """The live BOINC project; skips when it is down, fails when GAHP_REQUIRE_BOINC_SERVER=1."""
+    server, reason = load_real_boinc()
+    if server is None:
+        if os.environ.get(REQUIRE) == "1":
+            pytest.fail(f"{REQUIRE}=1 but {reason}", pytrace=False)
+        pytest.skip(reason)
+    return server
+
+
+def poll(check: Callable[[], object], timeout: float, what: str, every: float = 1.0) -> object:
+    """Call ``check`` until it returns something truthy; fail after ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    while True:
+        got = check()
+        if got:
+            return got
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{what}: not within {timeout:g} s")
+        time.sleep(every)
+
+
+@pytest.fixture(scope="session")
+def poll_until() -> Callable[..., object]:
+    """``poll_until(check, timeout, what)``: the deadline-bounded polling loop of these tests."""
+    return poll
