@@ -1,0 +1,160 @@
+"""Helpers for driving personal HTCondors started by
+`.ci/htcondor-up.sh VERSION`, found through their env files (/tmp/gahp-htcondor-VERSION/env).
+
+Jobs are submitted with ``condor_submit`` as the job owner (runuser), from job directories the
+owner can write, and their outcome is read from ``condor_q``, ``condor_history`` and the user
+log, as a user would.  Without an HTCondor the tests skip with the reason; with
+GAHP_REQUIRE_HTCONDOR=1 (CI) they fail instead.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import pwd
+import re
+import subprocess
+import time
+from collections.abc import Callable, Iterable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+VERSIONS = ("9.12.0", "25.0.13")
+DONE, HELD, REMOVED, RUNNING, IDLE = 4, 5, 3, 2, 1
+JOBS_ROOT = Path(os.environ.get("GAHP_HTCONDOR_JOBS", "/tmp/gahp-htcondor-jobs"))
+
+
+def env_file(version: str) -> Path:
+    """Where `.ci/htcondor-up.sh VERSION` writes its env file."""
+    base = os.environ.get("GAHP_HTCONDOR_PREFIX", "/tmp/gahp-htcondor-")
+    return Path(f"{base}{version}") / "env"
+
+
+def read_env(path: Path) -> dict[str, str]:
+    """NAME=VALUE lines of an env file (no expansion except a trailing ``:$PATH``)."""
+    out: dict[str, str] = {}
+    for line in path.read_text().splitlines():
+        name, sep, value = line.partition("=")
+        if sep and name and not name.startswith("#"):
+            out[name.strip()] = value.strip()
+    return out
+
+
+class HTCondor:
+    """One personal HTCondor, used as its job owner."""
+
+    def __init__(self, settings: dict[str, str]) -> None:
+        self.version = settings["GAHP_HTCONDOR_VERSION"]
+        self.config = settings["CONDOR_CONFIG"]
+        self.bin = Path(settings["GAHP_HTCONDOR_BIN"])
+        self.owner = settings["GAHP_HTCONDOR_USER"]
+        self.dir = Path(settings["GAHP_HTCONDOR_DIR"])
+        self.log_dir = Path(settings["GAHP_HTCONDOR_LOG"])
+        pw = pwd.getpwnam(self.owner)
+        self.uid, self.gid = pw.pw_uid, pw.pw_gid
+
+    @property
+    def major(self) -> int:
+        return int(self.version.split(".")[0])
+
+    def __repr__(self) -> str:
+        return f"HTCondor({self.version})"
+
+    # ------------------------------------------------------------------ tools
+    def tool(self, name: str, *args: str, timeout: float = 60) -> subprocess.CompletedProcess:
+        """Run an HTCondor tool as the job owner."""
+        cmd = ["runuser", "-u", self.owner, "--", "env", f"CONDOR_CONFIG={self.config}",
+               str(self.bin / name), *args]
+        return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+
+    def answers(self) -> bool:
+        try:
+            return self.tool("condor_q", "-totals", timeout=20).returncode == 0
+        except (subprocess.TimeoutExpired, OSError):
+            return False
+
+    def submit(self, jobdir: Path, text: str, name: str = "job.sub") -> int:
+        """condor_submit a description from ``jobdir``; the cluster id."""
+        sub = jobdir / name
+        sub.write_text(text)
+        os.chown(sub, self.uid, self.gid)
+        cmd = ["runuser", "-u", self.owner, "--", "env", f"CONDOR_CONFIG={self.config}",
+               str(self.bin / "condor_submit"), sub.name]
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=60, cwd=jobdir)
+        m = re.search(r"submitted to cluster (\d+)", proc.stdout)
+        assert proc.returncode == 0 and m, f"condor_submit failed: {proc.stdout}{proc.stderr}"
+        return int(m.group(1))
+
+    def _json(self, tool: str, constraint: str) -> list[dict[str, Any]]:
+        proc = self.tool(tool, "-json", "-constraint", constraint)
+        assert proc.returncode == 0, f"{tool}: {proc.stderr}"
+        text = proc.stdout.strip()
+        return json.loads(text) if text else []
+
+    def ads(self, clusters: Iterable[int]) -> dict[tuple[int, int], dict[str, Any]]:
+        """The job ads of these clusters, (cluster, proc) -> ad; the queue wins over history."""
+        ids = sorted(set(clusters))
+        if not ids:
+            return {}
+        constraint = " || ".join(f"ClusterId == {c}" for c in ids)
+        out = {(a["ClusterId"], a["ProcId"]): a for a in self._json("condor_history", constraint)}
+        for ad in self._json("condor_q", constraint):
+            out[(ad["ClusterId"], ad["ProcId"])] = ad
+        return out
+
+    def in_history(self, clusters: Iterable[int]) -> dict[tuple[int, int], dict[str, Any]]:
+        ids = sorted(set(clusters))
+        constraint = " || ".join(f"ClusterId == {c}" for c in ids)
+        return {(a["ClusterId"], a["ProcId"]): a for a in self._json("condor_history", constraint)}
+
+    # ------------------------------------------------------------------ logs
+    @property
+    def gridmanager_log(self) -> Path:
+        return self.log_dir / f"GridmanagerLog.{self.owner}"
+
+    def gahp_lines(self, *needles: str) -> list[str]:
+        """The GridmanagerLog's GAHP protocol lines (``GAHP[pid] <-``/``->``) containing every
+        needle, from all rotated files."""
+        lines: list[str] = []
+        for path in sorted(self.log_dir.glob(f"GridmanagerLog.{self.owner}*"), reverse=True):
+            try:
+                text = path.read_text(errors="replace")
+            except OSError:
+                continue
+            for line in text.splitlines():
+                if "GAHP[" in line and all(n in line for n in needles):
+                    lines.append(line)
+        return lines
+
+
+def wait_for(
+    check: Callable[[], Any], deadline_s: float, what: str, interval: float = 1.0
+) -> Any:
+    """Call ``check`` until it returns something truthy; fail after ``deadline_s``."""
+    end = time.monotonic() + deadline_s
+    last: Any = None
+    while True:
+        last = check()
+        if last:
+            return last
+        if time.monotonic() > end:
+            pytest.fail(f"timed out after {deadline_s:.0f}s waiting for {what}", pytrace=False)
+        time.sleep(interval)
+
+
+def user_log_events(path: Path) -> list[int]:
+    """Event codes of a job's user log (``005 (...)`` -> 5)."""
+    try:
+        text = path.read_text(errors="replace")
+    except OSError:
+        return []
+    return [int(m.group(1)) for m in re.finditer(r"^(\d{3}) \(\d+\.\d+\.\d+\)", text, re.M)]
+
+
+def owned(condor: HTCondor, path: Path, text: str) -> Path:
+    """Write ``text`` to ``path``, owned by the job owner."""
+    path.write_text(text)
+    os.chown(path, condor.uid, condor.gid)
+    return path
