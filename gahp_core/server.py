@@ -16,6 +16,7 @@ import gc
 import logging
 import os
 import signal
+import stat
 import sys
 from collections.abc import Awaitable, Callable, Coroutine, Iterable, Sequence
 from typing import TYPE_CHECKING, Any, BinaryIO
@@ -294,14 +295,27 @@ def _log_failure(fut: asyncio.Future[Any]) -> None:
         log.error("background task failed", exc_info=fut.exception())
 
 
+def _pollable(fd: int) -> bool:
+    """Whether ``fd`` can be watched by the event loop: a pipe, a socket or a terminal."""
+    try:
+        mode = os.fstat(fd).st_mode
+    except OSError:
+        return False
+    return stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode) or os.isatty(fd)
+
+
 async def _open_reader(loop: asyncio.AbstractEventLoop, stdin: BinaryIO):
     """An ``await read()`` over stdin that never blocks the loop."""
     reader = asyncio.StreamReader(limit=2**20)
+    fd = stdin.fileno()
     try:
+        if not _pollable(fd):
+            # epoll refuses regular files and devices such as /dev/null, and for a device
+            # asyncio only finds out in a callback, after accepting it: it would never read.
+            raise ValueError("not pollable")
         await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), stdin)
     except (ValueError, OSError):
-        # A regular file (or similar): read it from a thread.
-        fd = stdin.fileno()
+        # A regular file, /dev/null or similar: read it from a thread.
 
         async def read_thread() -> bytes:
             return await loop.run_in_executor(None, os.read, fd, 1 << 16)

@@ -144,3 +144,15 @@ def test_stdin_from_a_regular_file(tmp_path, mode):
     lines = r.stdout.decode().splitlines()
     assert lines[0].startswith("$GahpVersion:")
     assert lines[1] == "S" and lines[2].startswith("S ") and lines[3] == "S"
+
+
+def test_stdin_from_dev_null_is_an_immediate_eof():
+    """/dev/null is a device the event loop cannot watch: the server must still see EOF."""
+    import subprocess
+
+    with open(os.devnull, "rb") as stdin:
+        r = subprocess.run(
+            CMD, stdin=stdin, capture_output=True, env={**os.environ, **ENV}, timeout=20
+        )
+    assert r.returncode == 0 and r.stdout.decode().startswith("$GahpVersion:")
+    assert b"Traceback" not in r.stderr
