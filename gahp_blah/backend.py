@@ -8,6 +8,7 @@ checks: 4 for submit, 5 for status, 3 for the others.
 from __future__ import annotations
 
 import argparse
+import getpass
 import logging
 import os
 import shutil
@@ -21,6 +22,8 @@ from gahp_blah.jobids import BadJobId, JobId, make_job_id, parse_job_id
 from gahp_blah.status_ad import status_ad
 from gahp_blah.submit_ad import SubmitError, parse_submit_ad
 from gahp_core import BackendContext, Command, Version, hookimpl
+from gahp_core.commands import out_of_service
+from gahp_core.config import ConfigError
 from gahp_lrms import Driver, DriverError, get_driver
 
 log = logging.getLogger("gahp.blah")
@@ -200,6 +203,19 @@ def _errors(handler):
 
 @hookimpl
 def gahp_commands(context: BackendContext) -> list[Command]:
-    config = load_config(context.options)
-    config.state_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+    try:
+        config = load_config(context.options)
+    except ConfigError as exc:
+        # Serve, answering every request with the reason: HTCondor then shows it with the
+        # jobs (or the resource) instead of "Failed to initialize GAHP".
+        context.warn(f"blahpd cannot serve until its configuration is fixed: {exc}")
+        return out_of_service(BlahBackend(BlahConfig()).commands(), f"blahpd: {exc}")
+    try:
+        config.state_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+    except OSError as exc:
+        context.warn(
+            f"blahpd state directory {config.state_dir} is not usable by user "
+            f"{getpass.getuser()} ({exc.strerror}): requests will fail until it is writable "
+            "(set state_dir or --state-dir to a directory each job owner can write)"
+        )
     return BlahBackend(config).commands()

@@ -62,6 +62,12 @@ def load_config(options: argparse.Namespace) -> BlahConfig:
     opts = data.get("driver", {})
     if not isinstance(opts, dict) or not all(isinstance(v, dict) for v in opts.values()):
         raise ConfigError("[driver.NAME] sections must be tables")
+    misspelt = sorted(set(opts) - set(known))
+    if misspelt:
+        raise ConfigError(
+            f"configuration file {path}: unknown driver sections "
+            f"{', '.join(f'[driver.{n}]' for n in misspelt)} (known: {', '.join(known)})"
+        )
     return BlahConfig(
         state_dir=Path(state).expanduser() if state else default_state_dir(),
         drivers=tuple(drivers),

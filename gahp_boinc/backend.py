@@ -19,6 +19,8 @@ from gahp_boinc.rpc import BoincRpc, JobParams, Project
 from gahp_boinc.staging import Md5Cache, StagingError
 from gahp_boinc.submit import JobSpec, SubmitRequest, SubmitState, submit
 from gahp_core import BackendContext, BadRequest, Command, Version, hookimpl
+from gahp_core.commands import out_of_service
+from gahp_core.config import ConfigError
 
 log = logging.getLogger("gahp.boinc")
 
@@ -344,5 +346,10 @@ class _Reported(Exception):
 
 @hookimpl
 def gahp_commands(context: BackendContext) -> list[Command]:
-    config = load_config(context.options)
+    try:
+        config = load_config(context.options)
+    except ConfigError as exc:
+        # Serve, answering every request with the reason (HTCondor shows it with the jobs).
+        context.warn(f"boinc-gahp cannot serve until its configuration is fixed: {exc}")
+        return out_of_service(BoincBackend(BoincConfig(), context).commands(), f"boinc-gahp: {exc}")
     return BoincBackend(config, context).commands()

@@ -16,7 +16,7 @@ from gahp_core.config import ConfigError
 from gahp_core.dialect import Dialect
 from gahp_core.gahp_dialect import GahpDialect
 from gahp_core.hooks import BackendContext, BackendNotFound, load_backend, plugin_manager
-from gahp_core.logs import REDACTOR, setup_logging
+from gahp_core.logs import REDACTOR, logs_to_file, setup_logging
 from gahp_core.protocol import Version
 from gahp_core.server import GahpServer, ServerOptions
 
@@ -67,6 +67,11 @@ def build_server(pm: pluggy.PluginManager, options: argparse.Namespace) -> GahpS
     async def run_in_worker(fn, *args):
         return await server().run_in_worker(fn, *args)
 
+    def warn(message: str) -> None:
+        log.warning("%s", message)
+        if not dialect.uses_stderr and logs_to_file():
+            print(f"warning: {message}", file=sys.stderr, flush=True)
+
     context = BackendContext(
         options=options,
         logger=logging.getLogger("gahp.backend"),
@@ -74,6 +79,7 @@ def build_server(pm: pluggy.PluginManager, options: argparse.Namespace) -> GahpS
         run_in_worker=run_in_worker,
         spawn=lambda coro: server().spawn(coro),
         notify=lambda fields: dialect.notify(server(), fields),
+        warn=warn,
     )
     commands = [c for group in pm.hook.gahp_commands(context=context) for c in group]
     version = pm.hook.gahp_version() or Version(__version__, "Python GAHP")
@@ -96,21 +102,36 @@ def run(pm: pluggy.PluginManager, options: argparse.Namespace) -> int:
     setup_logging(options.log, options.log_level, stderr_default=not quiet_stderr)
     try:
         server = build_server(pm, options)
-    except ConfigError as exc:
-        log.error("cannot start: %s", exc)
-        if not quiet_stderr:
-            print(f"error: {exc}", file=sys.stderr)
-        return 2
     except Exception as exc:
-        log.exception("cannot start")
+        # One clear line, never a traceback on stderr: HTCondor shows a GAHP's stderr to
+        # the administrator. The traceback goes to the log file, where there is one.
+        message = str(exc) if isinstance(exc, ConfigError) else _startup_error(exc)
+        if logs_to_file():
+            log.error("cannot start: %s", message, exc_info=not isinstance(exc, ConfigError))
         if not quiet_stderr:
-            print(f"error: cannot start the GAHP server: {exc}", file=sys.stderr)
+            print(f"error: cannot start: {message}", file=sys.stderr)
         return 2
     log.info("starting: %s", server.version.banner())
     code = asyncio.run(server.serve())
     log.info("stopped")
     logging.shutdown()
     return code
+
+
+def _startup_error(exc: BaseException) -> str:
+    if isinstance(exc, OSError) and exc.strerror:
+        where = f" {exc.filename}" if exc.filename else ""
+        return f"{exc.strerror}:{where} (as user {_user()})"
+    return f"{type(exc).__name__}: {exc}"
+
+
+def _user() -> str:
+    try:
+        import pwd
+
+        return pwd.getpwuid(os.getuid()).pw_name
+    except (ImportError, KeyError):
+        return str(os.getuid())
 
 
 def exit_now(code: int) -> None:

@@ -73,6 +73,32 @@ class Command:
         return count >= lo and (hi is None or count <= hi)
 
 
+class Unavailable(Exception):
+    """Why a backend cannot serve; every request gets this message."""
+
+
+def out_of_service(commands: Sequence[Command], reason: str) -> list[Command]:
+    """The same commands, each answering ``reason``: an ``E`` line for a synchronous one,
+    its error result for an asynchronous one.
+
+    A backend that cannot work (an unreadable configuration, say) serves these rather
+    than exiting: the client then shows the reason with each job instead of a bare
+    failure to start the server, and the server works again once the cause is fixed
+    and the client restarts it.
+    """
+
+    def refuse(_args: Any) -> Fields:
+        raise BadRequest(reason)
+
+    async def refuse_async(_args: Any) -> Fields:
+        raise Unavailable(reason)
+
+    return [
+        attrs.evolve(c, handler=refuse_async if c.asynchronous else refuse, parse=None)
+        for c in commands
+    ]
+
+
 def sync_command(name: str, nargs: int | tuple[int, int | None] | None = None):
     """Decorator: declare a synchronous command from a handler function."""
 

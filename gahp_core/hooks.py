@@ -44,6 +44,11 @@ class BackendContext:
     notify: Callable[[Sequence[str]], None] = attrs.field(default=None)
     """``notify(fields)``: an asynchronous notification, in dialects that have them."""
     shutdown_callbacks: list[Callable[[], Any]] = attrs.field(factory=list)
+    warn: Callable[[str], None] = attrs.field(
+        default=lambda message: logging.getLogger("gahp").warning("%s", message)
+    )
+    """``warn(message)``: a startup problem, said once on stderr (where the protocol
+    allows) and in the log; the client shows a GAHP's stderr to the administrator."""
 
     def on_shutdown(self, callback: Callable[[], Any]) -> None:
         """Call ``callback`` (a function or coroutine function) when the server stops."""

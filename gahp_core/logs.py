@@ -47,6 +47,20 @@ REDACTOR = Redactor()
 """The process-wide redactor every handler set up by :func:`setup_logging` uses."""
 
 
+def _file_handler(path: Path) -> logging.Handler:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+    return logging.StreamHandler(os.fdopen(fd, "a", encoding="utf-8", errors="replace"))
+
+
+def logs_to_file() -> bool:
+    """Whether the log set up by :func:`setup_logging` is a file (not stderr, not nowhere)."""
+    return any(
+        isinstance(h, logging.StreamHandler) and h.stream not in (sys.stderr, sys.__stderr__)
+        for h in logging.getLogger().handlers
+    )
+
+
 def setup_logging(
     path: str | os.PathLike[str] | None, level: str = "INFO", stderr_default: bool = True
 ) -> logging.Logger:
@@ -60,17 +74,25 @@ def setup_logging(
     for h in list(root.handlers):
         root.removeHandler(h)
     fmt = logging.Formatter("%(asctime)s %(process)d %(name)s %(levelname)s %(message)s")
+    handler: logging.Handler | None = None
     if path in ("-", "stderr"):
-        handler: logging.Handler = logging.StreamHandler(sys.stderr)
+        handler = logging.StreamHandler(sys.stderr)
     elif path:
-        p = Path(path)
-        p.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(p, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
-        handler = logging.StreamHandler(os.fdopen(fd, "a", encoding="utf-8", errors="replace"))
-    elif stderr_default:
+        try:
+            handler = _file_handler(Path(path))
+        except OSError as exc:
+            # A GAHP that cannot write its log still serves: say so once and go on.
+            reason = exc.strerror or str(exc)
+            if stderr_default:
+                print(
+                    f"warning: cannot open log file {path}: {reason}; logging warnings to stderr",
+                    file=sys.stderr,
+                    flush=True,
+                )
+    if handler is None and stderr_default:
         handler = logging.StreamHandler(sys.stderr)
         level = "WARNING"
-    else:
+    elif handler is None:
         handler = logging.NullHandler()
     handler.setFormatter(fmt)
     handler.addFilter(REDACTOR)
