@@ -178,7 +178,7 @@ class _ShellClient(GahpClient):
         buf = b""
         while True:
             try:
-                chunk = self.proc.stderr.read1(65536)  # type: ignore[union-attr]
+                chunk = self.proc.stderr.read(65536)  # unbuffered: what is there
             except (OSError, ValueError):
                 break
             if not chunk:

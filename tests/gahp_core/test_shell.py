@@ -240,6 +240,17 @@ def _boinc_session(t: Terminal, url: str, authenticator: str) -> None:
 # ---- pure helpers -------------------------------------------------------------------------
 
 
+def test_server_stderr_is_shown(term_factory, tmp_path: Path) -> None:
+    """A server's stderr lines appear as ``stderr:`` lines (a missing log file, here)."""
+    blocked = tmp_path / "plain-file"
+    blocked.write_text("")
+    t = term_factory("--", sys.executable, "-m", "gahp_boinc", "--log", f"{blocked}/x.log")
+    t.expect(r"stderr: warning: cannot open log file .*plain-file/x\.log")
+    t.expect("gahp> ")
+    t.line("QUIT")
+    assert "Traceback" not in t.text
+
+
 def test_build_request_escapes_and_allocates() -> None:
     ids = RequestIds()
     words, rid = build_request(["ECHO", "@", "a b", "c\\d", "e\r\nf"], ids)
