@@ -11,6 +11,7 @@ import os
 import shutil
 import subprocess
 import time
+import urllib.error
 import urllib.parse
 import urllib.request
 from collections.abc import Callable
@@ -72,10 +73,11 @@ class RealBoinc:
     access_log: Path
 
     def sql(self, query: str, timeout: float = 30.0) -> list[dict[str, str]]:
-        """Rows of a query on the project's own database (mysql client, tab-separated)."""
+        """Rows of a query on the project's own database (mysql client, tab-separated;
+        newlines and tabs in values come escaped as ``\\n`` and ``\\t``)."""
         client = shutil.which("mariadb") or shutil.which("mysql") or "mysql"
         proc = subprocess.run(
-            [client, "--batch", "--raw", "-h", self.db_host, "-u", self.db_user,
+            [client, "--batch", "-h", self.db_host, "-u", self.db_user,
              f"-p{self.db_password}", self.db_name, "-e", query],
             capture_output=True, text=True, timeout=timeout,
         )
@@ -161,3 +163,62 @@ def poll(check: Callable[[], object], timeout: float, what: str, every: float = 
 def poll_until() -> Callable[..., object]:
     """``poll_until(check, timeout, what)``: the deadline-bounded polling loop of these tests."""
     return poll
+
+
+class RecordingProxy:
+    """A loopback HTTP proxy in front of the project that keeps every request body it forwards
+    (to see what a client really sent). Use as a context manager; ``url`` is the project URL
+    through the proxy."""
+
+    def __init__(self, project_url: str) -> None:
+        import http.server
+        import threading
+
+        target = urllib.parse.urlsplit(project_url)
+        self.bodies: list[tuple[str, bytes]] = []
+        proxy = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def _forward(self) -> None:
+                n = int(self.headers.get("Content-Length") or 0)
+                body = self.rfile.read(n) if n else None
+                proxy.bodies.append((self.path, body or b""))
+                req = urllib.request.Request(
+                    f"{target.scheme}://{target.netloc}{self.path}", data=body,
+                    method=self.command,
+                    headers={k: v for k, v in self.headers.items()
+                             if k.lower() in ("content-type", "user-agent")},
+                )
+                try:
+                    with urllib.request.urlopen(req, timeout=60) as resp:
+                        status, headers, data = resp.status, resp.headers, resp.read()
+                except urllib.error.HTTPError as exc:
+                    status, headers, data = exc.code, exc.headers, exc.read()
+                self.send_response(status)
+                self.send_header("Content-Type", headers.get("Content-Type", "text/plain"))
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            do_GET = do_POST = _forward
+
+            def log_message(self, *args: object) -> None:
+                pass
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}{target.path}"
+        self._thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+
+    def __enter__(self) -> RecordingProxy:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+@pytest.fixture(scope="session")
+def recording_proxy() -> type[RecordingProxy]:
+    """The :class:`RecordingProxy` class (``with recording_proxy(url) as proxy: ...``)."""
+    return RecordingProxy
