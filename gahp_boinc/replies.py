@@ -129,6 +129,26 @@ def parse_query_batch2(body: bytes) -> tuple[str, list[list[tuple[str, str]]]]:
     return server_time, batches
 
 
+_JOB_FIELDS = ("name", "status", "exit_status", "error", "canonical_instance_id", "cpu_time")
+
+
+def parse_query_batch_jobs(body: bytes) -> list[dict[str, str]]:
+    """query_batch (with get_job_details): per ``<job>``, its text fields in ``_JOB_FIELDS``
+    (empty string when absent). A failed job's ``<error>`` is data, not an RPC failure."""
+    reply = parse_reply(body, "query_batch")
+    jobs = []
+    for job in as_list(reply.get("job")):
+        job = job if isinstance(job, dict) else {}
+        jobs.append({k: _text(job.get(k)) for k in _JOB_FIELDS})
+    return jobs
+
+
+def _text(value: Any) -> str:
+    if isinstance(value, dict):  # an element with attributes or children: its text only
+        value = value.get("#text")
+    return str(value).strip() if value is not None else ""
+
+
 def partial_fields(body: bytes) -> dict[str, str]:
     """Simple ``<tag>value</tag>`` pairs from a truncated body (best effort)."""
     return {m.group(1).decode(): decode_text(m.group(2)).strip() for m in _TAG_VALUE.finditer(body)}

@@ -29,6 +29,7 @@ from gahp_boinc.replies import (
     clean_stderr,
     decode_text,
     parse_query_batch2,
+    parse_query_batch_jobs,
     parse_reply,
     partial_fields,
     top_level_error,
@@ -74,6 +75,19 @@ class CompletedJob:
     stderr: str
     error_mask: int = 0
     canonical_resultid: int = 0
+
+
+@attrs.frozen
+class JobDetail:
+    """One job of query_batch with get_job_details: what the server says of it, failed jobs
+    included (query_completed_job has nothing for those on a stock PHP 8 server)."""
+
+    name: str
+    status: str  # queued, in_progress, done, error (lower case, as the server writes them)
+    exit_status: int | None = None  # of the failed instance, for an error job
+    error: str = ""  # the workunit's error mask in words, e.g. too_many_total_results
+    canonical_instance_id: int = 0
+    cpu_time: float | None = None
 
 
 @attrs.frozen
@@ -382,6 +396,28 @@ class BoincRpc:
                 f"query_batch2: {len(batches)} batches in reply for {len(batch_names)} asked"
             )
         return server_time, batches
+
+    async def query_batch_details(self, project: Project, batch_name: str) -> list[JobDetail]:
+        """query_batch with get_job_details: every job of a batch with its status and, for a
+        failed job, the failed instance's exit status and the workunit's error."""
+        inner = _el("batch_name", batch_name) + _el("get_job_details", 1)
+        body = await self._post(
+            project,
+            "submit_rpc_handler.php",
+            "query_batch",
+            _request("query_batch", project, inner),
+        )
+        return [
+            JobDetail(
+                name=j["name"],
+                status=j["status"],
+                exit_status=_int(j["exit_status"], "exit_status") if j["exit_status"] else None,
+                error=j["error"],
+                canonical_instance_id=_int(j["canonical_instance_id"] or 0, "canonical id"),
+                cpu_time=_float(j["cpu_time"], "cpu_time") if j["cpu_time"] else None,
+            )
+            for j in parse_query_batch_jobs(body)
+        ]
 
     async def query_completed_job(self, project: Project, job_name: str) -> CompletedJob:
         """The outcome of a finished job; a clear RpcError when the server has none."""

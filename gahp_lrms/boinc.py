@@ -10,8 +10,9 @@ client and MD5 staging:
 - when BOINC says DONE the outputs are fetched into Iwd (TransferOutput: just those;
   otherwise all), Out receives the first output file and Err the job's stderr, and only
   then is the job COMPLETED (ExitCode, RemoteWallClockTime, RemoteUserCpu);
-- a failed job (BOINC ERROR) is COMPLETED with a non-zero ExitCode and an ExitReason, not
-  HELD: BOINC cannot run it again, so there is nothing to release;
+- a failed job (BOINC ERROR) is COMPLETED with the failed instance's exit status as ExitCode
+  (1 when the server does not say), an ExitReason, and what is known of the failure in Err;
+  not HELD: BOINC cannot run it again, so there is nothing to release;
 - cancel aborts the job (REMOVED); hold and resume are refused (BOINC cannot pause a job);
 - the batch is retired once its job is final and its outputs collected.
 
@@ -34,7 +35,7 @@ from typing import Any, TypeVar
 
 from gahp_boinc.outputs import FetchRequest, OutputError, fetch_output
 from gahp_boinc.replies import RpcError
-from gahp_boinc.rpc import BoincRpc, JobParams, Project
+from gahp_boinc.rpc import BoincRpc, CompletedJob, JobDetail, JobParams, Project
 from gahp_boinc.staging import Md5Cache, StagingError
 from gahp_boinc.submit import JobSpec as BoincJob
 from gahp_boinc.submit import SubmitRequest, SubmitState, submit
@@ -273,33 +274,64 @@ class BoincDriver(Driver):
         )
 
     def _failed(self, rec: dict[str, Any], project: Project) -> JobInfo:
+        """A job BOINC ended in ERROR: COMPLETED with the failed instance's exit status, and
+        what is known of the failure in its Err file.
+
+        query_completed_job gives the failed instance's stderr where it works; a stock PHP 8
+        server answers it with HTTP 500 for any job without a canonical instance, so the
+        exit status and the workunit's error come from query_batch's job details.
+        """
         if rec["cancelled"]:
             return self._finish(rec, {"status": int(JobStatus.REMOVED)})
+        done: CompletedJob | None = None
+        problems: list[str] = []
         try:
             done = self._run(self.rpc.query_completed_job(project, rec["job"]))
-        except DriverError as exc:  # no instance with information: the usual case
-            return self._finish(
-                rec,
-                {
-                    "status": int(JobStatus.COMPLETED),
-                    "exit_code": 1,
-                    "exit_reason": f"BOINC job failed: {exc}",
-                },
-            )
-        if rec["stderr"]:
-            err = Path(rec["stderr"])
-            err = err if err.is_absolute() else Path(rec["workdir"]) / err
-            err.write_text(done.stderr)
-        return self._finish(
-            rec,
-            {
-                "status": int(JobStatus.COMPLETED),
-                "exit_code": done.exit_status or 1,
-                "wallclock_s": done.elapsed_time,
-                "user_cpu_s": done.cpu_time,
-                "exit_reason": f"BOINC job failed (error mask {done.error_mask})",
-            },
+        except DriverError as exc:
+            problems.append(str(exc))
+        detail: JobDetail | None = None
+        if done is None or not done.exit_status:
+            try:
+                details = self._run(self.rpc.query_batch_details(project, rec["batch"]))
+                detail = next((d for d in details if d.name == rec["job"]), None)
+            except DriverError as exc:
+                problems.append(f"job details: {exc}")
+        exit_status = (done.exit_status if done else 0) or (
+            detail.exit_status if detail else None
         )
+        error = detail.error if detail and detail.error else ""
+        if done is not None and done.error_mask and not error:
+            error = f"error mask {done.error_mask}"
+        reason = "BOINC job failed"
+        if exit_status:
+            reason += f" with exit status {exit_status}"
+        if error:
+            reason += f" ({error})"
+        elif problems and not exit_status:
+            reason += f": {problems[0]}"
+        self._write_err(rec, reason, done.stderr if done else "")
+        final: dict[str, Any] = {
+            "status": int(JobStatus.COMPLETED),
+            "exit_code": exit_status or 1,
+            "exit_reason": reason,
+        }
+        if done is not None:
+            final["wallclock_s"] = done.elapsed_time
+            final["user_cpu_s"] = done.cpu_time
+        return self._finish(rec, final)
+
+    def _write_err(self, rec: dict[str, Any], reason: str, stderr: str) -> None:
+        """The job's Err file: the failed instance's stderr when the server gave it, else
+        (and after it) one line saying how the job failed."""
+        if not rec["stderr"] or rec["stderr"] == os.devnull:
+            return
+        err = Path(rec["stderr"])
+        err = err if err.is_absolute() else Path(rec["workdir"]) / err
+        text = stderr if stderr.endswith("\n") or not stderr else stderr + "\n"
+        try:
+            err.write_text(f"{text}{reason} (job {rec['job']})\n")
+        except OSError as exc:
+            log.warning("cannot write the Err file %s of job %s: %s", err, rec["job"], exc)
 
     def _finish(self, rec: dict[str, Any], final: dict[str, Any]) -> JobInfo:
         """Record the final state, then retire the batch (best effort: it expires anyway)."""

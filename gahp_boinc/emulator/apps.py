@@ -75,7 +75,8 @@ APPS: dict[str, AppSpec] = {
     a.name: a
     for a in (
         AppSpec("worker", ("in",), ("out",), "upper-cases 'in' into 'out' (the transcripts' app); "
-                "--cpu_time S sleeps S s, --early_exit exits 246", max_nbytes=1_000_000),
+                "--cpu_time S sleeps S s, --early_exit exits 246 on input > 30 chars",
+                max_nbytes=1_000_000),
         AppSpec("uppercase", ("in",), ("out",), "upper-cases 'in' into 'out'; --repeat N"),
         AppSpec("fail", ("in",), ("out",), "always exits non-zero (--exit-code N, default 1)"),
         AppSpec("concat", ("in1", "in2"), ("out1", "out2"),
@@ -98,8 +99,8 @@ def _opt(args: Sequence[str], name: str, default: str | None = None) -> str | No
 def _worker(d: Path, args: Sequence[str], log: TextIO) -> int:
     log.write("worker: starting\n")
     time.sleep(float(_opt(args, "--cpu_time", "0") or 0))
-    if "--early_exit" in args:
-        log.write("worker: early exit\n")
+    if "--early_exit" in args and len((d / "in").read_bytes()) > 30:
+        log.write("worker: early exit\n")  # as BOINC's uc2: after 30 characters
         return 246
     (d / "out").write_bytes((d / "in").read_bytes().upper())
     log.write("worker: done\n")

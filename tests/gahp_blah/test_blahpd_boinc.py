@@ -155,3 +155,19 @@ def test_errors_are_clear(blah, setup, tmp_path):
     assert blah.c.call("BLAH_JOB_STATUS", "boinc/20260101/blah-0000")[:2] == [
         "0", "No error"]  # unknown: a definite answer
     assert blah.c.call("BLAH_PING", "boinc") == ["0", "No error"]
+
+
+def test_failed_job_gives_the_apps_exit_status_and_an_err_file(blah, setup):
+    """The server's query_completed_job fails for a job without a canonical instance (HTTP
+    500 on PHP 8, as the emulator does by default): the exit status still comes through."""
+    conf, work = setup
+    (work / "long.txt").write_text("an input longer than thirty characters\n")
+    res = blah.c.call("BLAH_JOB_SUBMIT", ad(
+        Cmd="worker", Arguments="--early_exit", Iwd=str(work), In="long.txt", Err="failed.err",
+        gridtype="boinc"), timeout=60)
+    assert res[0] == "0", res
+    info = blah.wait(res[2], 4)
+    assert info["ExitCode"] == 246, info
+    assert "246" in info["ExitReason"], info
+    err = (work / "failed.err").read_text()
+    assert "exit status 246" in err and "too_many_total_results" in err, err
