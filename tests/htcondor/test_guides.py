@@ -1,5 +1,9 @@
 """The operator guides, followed to the letter on a real HTCondor.
 
+Each guide's wrapper script and HTCondor knobs are installed in a personal HTCondor of
+their own (the release of the running one), with site paths moved under a scratch
+directory, and the guide's submit file runs there.
+
 The BLAH guide's wrapper script, directory set-up, blahpd configuration and HTCondor knob are
 taken from docs/operators/htcondor-blah.md and installed in a personal HTCondor 25.0 of
 their own (site paths such as /opt/gahp and /etc/gahp moved under a scratch directory, the
@@ -25,7 +29,27 @@ from gahp_core.testing import GahpClient
 
 ROOT = Path(__file__).resolve().parents[2]
 BLAH_GUIDE = ROOT / "docs" / "operators" / "htcondor-blah.md"
+BOINC_GUIDE = ROOT / "docs" / "operators" / "htcondor-boinc.md"
 FENCE = re.compile(r"^```(?P<lang>[\w-]*)\n(?P<body>.*?)^```\s*$", re.M | re.S)
+
+
+def scratch_site() -> Path:
+    JOBS_ROOT.mkdir(parents=True, exist_ok=True)
+    site = Path(tempfile.mkdtemp(prefix="guide-", dir=JOBS_ROOT))
+    site.chmod(0o755)
+    return site
+
+
+def install_wrapper(page: Path, name: str, moves: dict[str, str]) -> Path:
+    """Write the page's wrapper script ``name`` where its comment says, moved."""
+    text = next(b for b in blocks(page, "sh") if name in b)
+    path = re.search(r"^# (/\S+)$", text, re.M)
+    assert path, f"the guide's {name} names its path in a comment"
+    wrapper = Path(relocate(path[1], moves))
+    wrapper.parent.mkdir(parents=True, exist_ok=True)
+    wrapper.write_text(relocate(text, moves))
+    wrapper.chmod(0o755)
+    return wrapper
 
 
 def blocks(page: Path, lang: str) -> list[str]:
@@ -42,7 +66,7 @@ def relocate(text: str, moves: dict[str, str]) -> str:
 class GuideCondor:
     """A personal HTCondor (the 25.0 release of the running one) configured by the guide."""
 
-    def __init__(self, base: HTCondor, site: Path, knobs: str) -> None:
+    def __init__(self, base: HTCondor, site: Path, knobs: str, collector_port: int) -> None:
         self.site = site
         local = site / "condor-local"
         for sub in ("log", "spool", "execute", "lock", "run"):
@@ -56,7 +80,7 @@ class GuideCondor:
             elif name in ("BATCH_GAHP", "BOINC_GAHP") or name.endswith("_GAHP"):
                 continue  # the guide's knobs, below, and nothing else
             elif name == "COLLECTOR_HOST":
-                line = "COLLECTOR_HOST = 127.0.0.1:19632"
+                line = f"COLLECTOR_HOST = 127.0.0.1:{collector_port}"
             lines.append(line)
         self.config = site / "condor_config"
         self.config.write_text("\n".join(lines) + "\n# from the guide\n" + knobs)
@@ -103,9 +127,7 @@ def blah_site(need_htcondor, batch_env) -> Iterator[tuple[GuideCondor, dict[str,
     slurm = batch_env("slurm")
     assert slurm is not None
     venv = Path(os.environ.get("GAHP_VENV", "/opt/gahp-venv"))
-    JOBS_ROOT.mkdir(parents=True, exist_ok=True)
-    site = Path(tempfile.mkdtemp(prefix="guide-", dir=JOBS_ROOT))
-    site.chmod(0o755)
+    site = scratch_site()
     moves = {
         "/opt/gahp/": f"{venv}/",
         "/usr/local/libexec/": f"{site}/libexec/",
@@ -114,14 +136,7 @@ def blah_site(need_htcondor, batch_env) -> Iterator[tuple[GuideCondor, dict[str,
         "/var/lib/gahp-blah": f"{site}/var/lib/gahp-blah",
         "/etc/slurm/slurm.conf": slurm["SLURM_CONF"],
     }
-    # the wrapper, as the guide gives it
-    wrapper_text = next(b for b in blocks(BLAH_GUIDE, "sh") if "blahpd-wrapper" in b)
-    path = re.search(r"^# (/\S+)$", wrapper_text, re.M)
-    assert path, "the guide's wrapper names its path in a comment"
-    wrapper = Path(relocate(path[1], moves))
-    wrapper.parent.mkdir(parents=True)
-    wrapper.write_text(relocate(wrapper_text, moves))
-    wrapper.chmod(0o755)
+    install_wrapper(BLAH_GUIDE, "blahpd-wrapper", moves)
     # the directories, made as the guide says
     setup = next(b for b in blocks(BLAH_GUIDE, "sh") if b.lstrip().startswith("install"))
     for line in relocate(setup, moves).splitlines():
@@ -135,7 +150,7 @@ def blah_site(need_htcondor, batch_env) -> Iterator[tuple[GuideCondor, dict[str,
     conf.write_text(relocate(toml, moves))
     conf.chmod(0o644)
     knobs = relocate(next(b for b in blocks(BLAH_GUIDE, "ini") if "BATCH_GAHP" in b), moves)
-    guide = GuideCondor(base, site, knobs)
+    guide = GuideCondor(base, site, knobs, collector_port=19632)
     yield guide, moves
     guide.stop()
     if os.environ.get("GAHP_HTCONDOR_KEEP") != "1":
@@ -178,3 +193,56 @@ def test_blah_guide_checking_by_hand(blah_site):
         # the banner the guide shows, but for the version and date
         assert client.banner.split()[-4:] == shown[1].split()[-4:], client.banner
         assert client.call("BLAH_PING", "slurm") == ["0", "No error"]
+
+
+@pytest.fixture(scope="module")
+def boinc_site(need_htcondor, emulator) -> Iterator[tuple[GuideCondor, dict[str, str]]]:
+    base = need_htcondor("9.12.0")
+    venv = Path(os.environ.get("GAHP_VENV", "/opt/gahp-venv"))
+    site = scratch_site()
+    moves = {
+        "/opt/gahp/": f"{venv}/",
+        "/usr/local/libexec/": f"{site}/libexec/",
+        "/var/log/gahp": f"{site}/var/log/gahp",
+        "https://boinc.example.org/myproject/": emulator.url,
+        "/home/alice/.boinc/myproject.auth": f"{site}/job/myproject.auth",
+    }
+    install_wrapper(BOINC_GUIDE, "boinc-gahp-wrapper", moves)
+    logs = Path(moves["/var/log/gahp"])
+    logs.mkdir(parents=True)
+    logs.chmod(0o1777)  # as the guide says: install -d -m 1777 /var/log/gahp
+    knobs = relocate(next(b for b in blocks(BOINC_GUIDE, "ini") if "BOINC_GAHP" in b), moves)
+    guide = GuideCondor(base, site, knobs, collector_port=19633)
+    yield guide, moves
+    guide.stop()
+    if os.environ.get("GAHP_HTCONDOR_KEEP") != "1":
+        shutil.rmtree(site, ignore_errors=True)
+
+
+def test_boinc_guide_submit_file_runs_on_htcondor9(boinc_site, emulator):
+    guide, moves = boinc_site
+    condor = guide.condor
+    jobdir = guide.site / "job"
+    jobdir.mkdir()
+    os.chown(jobdir, condor.uid, condor.gid)
+    owned(condor, jobdir / "myproject.auth", emulator.authenticator + "\n")
+    owned(condor, jobdir / "in", "shared by every job\n")
+    submit = relocate(
+        next(b for b in blocks(BOINC_GUIDE, "text") if "grid_resource" in b), moves
+    )
+    n = int(re.search(r"^queue (\d+)$", submit, re.M)[1])
+    cluster = condor.submit(jobdir, submit)
+    ads = wait_for(
+        lambda: (lambda a: a if len(a) == n and all(
+            x.get("JobStatus") in (DONE, HELD) for x in a.values()) else None)(
+            condor.ads([cluster])),
+        240, "the guide's BOINC jobs to finish",
+    )
+    for (_, proc), ad in sorted(ads.items()):
+        assert ad.get("JobStatus") == DONE, (proc, ad.get("HoldReason"))
+        assert (jobdir / f"out.{proc}").read_text() == "SHARED BY EVERY JOB\n"
+        assert "<stderr_txt>" in (jobdir / f"job.{proc}.err").read_text()
+    submits = condor.gahp_lines("<- 'BOINC_SUBMIT ")
+    assert len(submits) == 1 and f" uppercase {n} " in submits[0], submits
+    log = Path(moves["/var/log/gahp"]) / f"BoincGahpLog.{condor.owner}"
+    assert log.is_file() and emulator.authenticator not in log.read_text()
