@@ -16,6 +16,7 @@ import re
 import subprocess
 import time
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -158,3 +159,54 @@ def owned(condor: HTCondor, path: Path, text: str) -> Path:
     path.write_text(text)
     os.chown(path, condor.uid, condor.gid)
     return path
+
+
+@dataclass
+class Emulator:
+    """A boinc-emulator process on loopback."""
+
+    proc: subprocess.Popen
+    url: str
+    authenticator: str
+
+
+# ---------------------------------------------------------------------- processes
+def _children(ppid: int, comm: str) -> list[int]:
+    """Pids of the live processes whose parent is ``ppid`` and whose name starts with ``comm``."""
+    out: list[int] = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            text = stat.read_text()
+        except OSError:
+            continue
+        name = text[text.index("(") + 1 : text.rindex(")")]
+        fields = text[text.rindex(")") + 2 :].split()
+        if int(fields[1]) == ppid and fields[0] != "Z" and name.startswith(comm[:15]):
+            out.append(int(stat.parent.name))
+    return out
+
+
+def gridmanagers(condor: HTCondor) -> list[int]:
+    """The gridmanager processes of this HTCondor (children of its master's schedd)."""
+    try:
+        master = int((condor.dir / "local" / "run" / "master.pid").read_text().strip())
+    except (OSError, ValueError):
+        return []
+    schedds = _children(master, "condor_schedd")
+    return [g for s in schedds for g in _children(s, "condor_gridmanager")]
+
+
+def gahp_pid(condor: HTCondor, *needles: str) -> int | None:
+    """The pid of the GAHP process that the last GridmanagerLog line with these needles names."""
+    lines = condor.gahp_lines(*needles)
+    if not lines:
+        return None
+    return int(lines[-1].split("GAHP[", 1)[1].split("]", 1)[0])
+
+
+def alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return state[state.rindex(")") + 2 :].split()[0] != "Z"

@@ -5,9 +5,6 @@ remapped outputs; a job the BOINC side fails; condor_rm of a running job."""
 from __future__ import annotations
 
 import os
-import signal
-import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -15,47 +12,20 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from htcondor_kit import DONE, HELD, REMOVED, RUNNING, HTCondor, owned, user_log_events
+from htcondor_kit import (
+    DONE,
+    HELD,
+    REMOVED,
+    RUNNING,
+    Emulator,
+    HTCondor,
+    owned,
+    user_log_events,
+)
 
 VERSION = "9.12.0"
 N = 4
 DEADLINE_S = 180.0
-
-
-@dataclass
-class Emulator:
-    """A boinc-emulator process on loopback."""
-
-    proc: subprocess.Popen
-    url: str
-    authenticator: str
-
-
-@pytest.fixture(scope="module")
-def emulator(tmp_path_factory) -> Iterator[Emulator]:
-    state = tmp_path_factory.mktemp("boinc-project")
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "gahp_boinc.emulator", "--state-dir", str(state),
-         "--host", "127.0.0.1", "--port", "0", "--job-delay", "0.3", "--volunteers", "4",
-         "--inline-apps"],
-        stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
-    )
-    try:
-        fields: dict[str, str] = {}
-        assert proc.stdout is not None
-        while len(fields) < 2:
-            line = proc.stdout.readline()
-            assert line, "boinc-emulator exited before printing its URL"
-            key, _, value = line.strip().partition(" ")
-            fields[key] = value
-        yield Emulator(proc, fields["URL"], fields["AUTHENTICATOR"])
-    finally:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
 
 
 @dataclass
