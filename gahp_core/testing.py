@@ -258,14 +258,17 @@ class GahpConformance:
     """Protocol conformance tests; subclass with ``server_command`` set (pytest collects it).
 
     ``async_probe`` is an asynchronous command line with ``{reqid}`` where the id goes,
-    answering quickly whatever the backend's state (e.g. a ping); without it the
-    asynchronous checks are skipped. ``server_env`` adds environment variables.
+    answering quickly (within ``probe_settle_s``) whatever the backend's state (e.g. a
+    ping); without it the asynchronous checks are skipped. ``server_env`` adds environment
+    variables.
     """
 
     server_command: Sequence[str] = ()
     server_env: Mapping[str, str] | None = None
     async_probe: str | None = None
     required_commands: Sequence[str] = ("COMMANDS", "QUIT", "RESULTS", "VERSION")
+    probe_settle_s: float = 0.5
+    """How long one ``async_probe`` may take to produce its result."""
 
     def client(self) -> GahpClient:
         if not self.server_command:
@@ -325,16 +328,23 @@ class GahpConformance:
             assert c.command("RESULTS") == ["S", "0"]
 
     def test_async_results_in_order(self) -> None:
+        """RESULTS lists results in the order they were queued, not by request id.
+
+        Probes go out one at a time with decreasing ids, each given ``probe_settle_s`` to
+        finish before the next, so the queue order is known: a server that sorts its results
+        (by id, newest first, ...) fails. Results collected over several RESULTS keep order.
+        """
         with self.client() as c:
-            ids = [str(i) for i in range(1, 21)]
+            ids = ["30", "20", "10", "5"]
             for rid in ids:
                 assert c.command(*self._probe(c, rid)) == ["S"]
+                time.sleep(self.probe_settle_s)
             got: list[str] = []
             deadline = time.monotonic() + 30
             while len(got) < len(ids) and time.monotonic() < deadline:
                 got += [f[0] for f in c.results()]
                 time.sleep(0.02)
-            assert sorted(got, key=int) == ids and len(got) == len(ids)
+            assert got == ids, f"results in the order {got}, queued in the order {ids}"
 
     def test_async_mode_single_r(self) -> None:
         with self.client() as c:
