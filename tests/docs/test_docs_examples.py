@@ -1,5 +1,5 @@
-"""Every code example in docs/ is executed: python blocks run, toml blocks parse, and
-gahp-session blocks are replayed against the real server executable.
+"""Every code example in docs/ is executed: python blocks run, toml blocks are loaded by the
+server they configure, and gahp-session blocks are replayed against the real server executable.
 
 The ``gahp-session`` format (documented in docs/protocol.md):
 
@@ -22,6 +22,7 @@ the import path of the page's other examples (a page can show a whole package an
 
 from __future__ import annotations
 
+import argparse
 import os
 import re
 import shlex
@@ -145,8 +146,45 @@ def test_python_blocks(page: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPat
 @pytest.mark.parametrize(
     "block", [b for b in ALL if b.lang == "toml" and not b.skipped], ids=lambda b: b.id
 )
-def test_toml_blocks_parse(block: Block) -> None:
-    assert tomllib.loads(block.body)
+def test_toml_blocks_load(block: Block, tmp_path: Path) -> None:
+    """Every configuration block is read by the server it configures, as a file: blahpd's
+    (state_dir, drivers, [driver.NAME] with each driver's own keys) or boinc-gahp's. Files
+    it names (authenticators, CA bundles) are made in a scratch directory."""
+    data = tomllib.loads(block.body)
+    assert data
+    if block.body.startswith("# file: "):
+        return  # a file of an example project (pyproject.toml), not a configuration
+    body = block.body
+    for key, value in _strings(data):
+        if key.endswith("_file") or key == "ca_bundle":
+            stand_in = tmp_path / Path(value).name
+            stand_in.write_text("0123456789abcdef0123456789abcdef\n")
+            body = body.replace(f'"{value}"', f'"{stand_in}"')
+    path = tmp_path / "config.toml"
+    path.write_text(body)
+    options = argparse.Namespace(config=str(path))
+    if data.keys() & {"state_dir", "drivers", "default_gridtype", "driver"}:
+        from gahp_blah.config import load_config as load_blahpd_config
+        from gahp_lrms import _load as driver_class
+
+        config = load_blahpd_config(options)
+        for name, settings in config.driver_options.items():
+            known = driver_class(name).config_keys  # type: ignore[union-attr]
+            assert set(settings) <= known, f"[driver.{name}]: {set(settings) - known}"
+    else:
+        from gahp_boinc.config import load_config as load_boinc_config
+
+        load_boinc_config(options)
+
+
+def _strings(data: dict) -> list[tuple[str, str]]:
+    out = []
+    for key, value in data.items():
+        if isinstance(value, dict):
+            out += _strings(value)
+        elif isinstance(value, str):
+            out.append((key, value))
+    return out
 
 
 # ---- gahp-session ---------------------------------------------------------------------------

@@ -10,7 +10,6 @@ import os
 import ssl
 import stat
 import subprocess
-import sys
 import threading
 import time
 import zipfile
@@ -295,22 +294,26 @@ def test_classad_values_never_reach_a_shell(
         res = c.call("BLAH_JOB_SUBMIT", good, timeout=60)
         assert res[0] == "0", res
         ids.append(res[2])
-        for attr, value in (
-            ("Cmd", f"/bin/true;touch {m}"),
-            ("Cmd", f"$(touch {m})"),
-            ("Args", f"`touch {m}` ;touch {m}"),
+        # Each value is taken literally: a program of that name does not exist (127), the
+        # arguments are echoed as text (0).
+        for attr, value, exit_code in (
+            ("Cmd", f"/bin/true;touch {m}", 127),
+            ("Cmd", f"$(touch {m})", 127),
+            ("Args", f"`touch {m}` ;touch {m}", 0),
         ):
             kv = {"gridtype": lrms, "Cmd": "/bin/echo", "Iwd": str(work), attr: value}
             res = c.call("BLAH_JOB_SUBMIT", _ad(**kv), timeout=60)
-            if res[0] == "0":
-                ids.append(res[2])
-        res = c.call(
-            "BLAH_JOB_SUBMIT",
-            _ad(gridtype=lrms, Cmd="/bin/true", Iwd=f"{work};touch {m}"),
-            timeout=60,
-        )
-        if res[0] == "0":  # Slurm accepts a missing directory; the job then fails
-            ids.append(res[2])
+            assert res[0] == "0", (attr, res)
+            final = _wait_finished(c, res[2])
+            assert final[2] == "4" and f"ExitCode = {exit_code};" in final[3], (attr, final)
+        nasty_iwd = _ad(gridtype=lrms, Cmd="/bin/true", Iwd=f"{work};touch {m}")
+        res = c.call("BLAH_JOB_SUBMIT", nasty_iwd, timeout=60)
+        if lrms == "fork":  # the fork driver checks the directory before it starts the job
+            assert res[0] == "1" and "does not exist" in res[1], res
+        else:  # Slurm accepts a missing directory; the job then fails
+            assert res[0] == "0", res
+            final = _wait_finished(c, res[2])
+            assert final[2] == "4" and "ExitCode = 1;" in final[3], final
         for jobid in ids:
             _wait_finished(c, jobid)
     assert not marker.exists()
@@ -404,4 +407,3 @@ def test_no_shell_in_the_code() -> None:
                 if needle in text:
                     bad.append(f"{path.name}: {needle}")
     assert not bad, bad
-    assert sys.executable
