@@ -9,10 +9,12 @@ GAHP_REQUIRE_HTCONDOR=1 (CI) they fail instead.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import pwd
 import re
+import signal
 import subprocess
 import time
 from collections.abc import Callable, Iterable
@@ -210,3 +212,14 @@ def alive(pid: int) -> bool:
     except OSError:
         return False
     return state[state.rindex(")") + 2 :].split()[0] != "Z"
+
+
+def stop_gridmanagers(condor: HTCondor, deadline_s: float = 30) -> None:
+    """SIGTERM this HTCondor's gridmanagers (they stop their GAHPs) and wait for them."""
+    pids = gridmanagers(condor)
+    for pid in pids:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGTERM)
+    end = time.monotonic() + deadline_s
+    while any(alive(p) for p in pids) and time.monotonic() < end:
+        time.sleep(0.2)

@@ -11,7 +11,6 @@ The first phase runs on both versions at once, then the second.  The wrapper wri
 
 from __future__ import annotations
 
-import contextlib
 import os
 import signal
 import time
@@ -30,8 +29,8 @@ from htcondor_kit import (
     HTCondor,
     alive,
     gahp_pid,
-    gridmanagers,
     owned,
+    stop_gridmanagers,
 )
 
 PHASE_S = 120.0
@@ -62,17 +61,6 @@ class Case:
             self.ads.get(k, {}).get("__history") or self.ads.get(k, {}).get("JobStatus") == HELD
             for k in keys
         )
-
-
-def stop_gridmanagers(condor: HTCondor, deadline_s: float = 30) -> None:
-    """SIGTERM this HTCondor's gridmanagers (they stop their GAHPs) and wait for them."""
-    pids = gridmanagers(condor)
-    for pid in pids:
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(pid, signal.SIGTERM)
-    end = time.monotonic() + deadline_s
-    while any(alive(p) for p in pids) and time.monotonic() < end:
-        time.sleep(0.2)
 
 
 def _grid(body: str, resource: str = "batch fork") -> str:
