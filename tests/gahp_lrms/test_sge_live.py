@@ -128,7 +128,9 @@ def test_suspend_and_resume_running_job(sge_driver, tmp_path):
     script = f"touch '{marker}'; sleep 1.5; exit 6"
     jid = sge_driver.submit(JobSpec("/bin/sh", ("-c", script)))
     wait_status(sge_driver, jid, JobStatus.RUNNING)
+    deadline = time.monotonic() + 15
     while not marker.exists():
+        assert time.monotonic() < deadline, "job reported RUNNING but never started"
         time.sleep(0.05)
     sge_driver.hold(jid)
     info = sge_driver.status(jid)

@@ -95,15 +95,30 @@ def test_hold_an_idle_job(slurm_driver):
     )
     jid = proc.stdout.strip()
     try:
+        assert _squeue(slurm_driver, jid) == ("PENDING", "BeginTime")  # Slurm's own view
         assert slurm_driver.status(jid).status is JobStatus.IDLE
         slurm_driver.hold(jid)
+        state, reason = _squeue(slurm_driver, jid)
+        assert state == "PENDING" and reason.startswith("JobHeld"), (state, reason)
         info = slurm_driver.status(jid)
         assert info.status is JobStatus.HELD and info.hold_reason.startswith("JobHeld")
         slurm_driver.resume(jid)
+        assert _squeue(slurm_driver, jid)[0] == "PENDING"
         assert slurm_driver.status(jid).status is JobStatus.IDLE
     finally:
         slurm_driver.cancel(jid)
     assert slurm_driver.status(jid).status is JobStatus.REMOVED
+
+
+def _squeue(driver: Driver, jid: str) -> tuple[str, str]:
+    """State and reason of a job as squeue shows them, independent of the driver's parsing."""
+    proc = subprocess.run(
+        ["squeue", "-h", "-j", jid, "-o", "%T %r"],
+        env=driver.env,  # type: ignore[attr-defined]
+        capture_output=True, text=True, timeout=30, check=True,
+    )
+    state, _, reason = proc.stdout.strip().partition(" ")
+    return state, reason
 
 
 def _started_sleeper(driver: Driver, tmp_path, seconds: int = 60) -> str:
@@ -130,7 +145,9 @@ def test_suspend_running_slurm_job(slurm_driver, tmp_path):
     marker = tmp_path / "started"
     jid = slurm_driver.submit(JobSpec("/bin/sh", ("-c", f"touch '{marker}'; sleep 1.5; exit 6")))
     wait_status(slurm_driver, jid, JobStatus.RUNNING)
+    deadline = time.monotonic() + 15
     while not marker.exists():
+        assert time.monotonic() < deadline, "job reported RUNNING but never started"
         time.sleep(0.05)
     slurm_driver.hold(jid)
     info = slurm_driver.status(jid)
