@@ -3,7 +3,6 @@ BOINC emulator stopped and started on the same state (batches, jobs and files su
 
 from __future__ import annotations
 
-import os
 import time
 from pathlib import Path
 
@@ -42,13 +41,9 @@ def _wait(c: GahpClient, jobid: str, want: str, timeout: float = 60) -> list[str
 
 @pytest.mark.parametrize("lrms", ["fork", "slurm"])
 def test_blahpd_sigkill_and_restart(
-    tmp_path: Path, lrms: str, slurm_env: dict[str, str] | None
+    tmp_path: Path, lrms: str, batch_env
 ) -> None:
-    if lrms == "slurm" and slurm_env is None:
-        if os.environ.get("GAHP_REQUIRE_SLURM") == "1":
-            pytest.fail("GAHP_REQUIRE_SLURM=1 but Slurm is not reachable", pytrace=False)
-        pytest.skip("Slurm is not reachable (start it with `bash .ci/slurm-up.sh`)")
-    env = slurm_env if lrms == "slurm" else None
+    env = batch_env(lrms)
     work = tmp_path / "work"
     work.mkdir()
     argv = [*BLAHPD, "--state-dir", str(tmp_path / "state")]

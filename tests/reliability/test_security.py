@@ -6,7 +6,6 @@ from __future__ import annotations
 import http.server
 import io
 import json
-import os
 import ssl
 import stat
 import subprocess
@@ -249,14 +248,6 @@ def _ad(**kv: str) -> str:
     )
 
 
-def _lrms_or_skip(lrms: str, slurm_env: dict[str, str] | None) -> dict[str, str] | None:
-    if lrms == "slurm" and slurm_env is None:
-        if os.environ.get("GAHP_REQUIRE_SLURM") == "1":
-            pytest.fail("GAHP_REQUIRE_SLURM=1 but Slurm is not reachable", pytrace=False)
-        pytest.skip("Slurm is not reachable (start it with `bash .ci/slurm-up.sh`)")
-    return slurm_env if lrms == "slurm" else None
-
-
 def _wait_finished(c: GahpClient, jobid: str, timeout: float = 90) -> list[str]:
     deadline = time.monotonic() + timeout
     while True:
@@ -270,9 +261,9 @@ def _wait_finished(c: GahpClient, jobid: str, timeout: float = 90) -> list[str]:
 
 @pytest.mark.parametrize("lrms", ["fork", "slurm"])
 def test_classad_values_never_reach_a_shell(
-    tmp_path: Path, lrms: str, slurm_env: dict[str, str] | None
+    tmp_path: Path, lrms: str, batch_env
 ) -> None:
-    env = _lrms_or_skip(lrms, slurm_env)
+    env = batch_env(lrms)
     work = tmp_path / "work"
     work.mkdir()
     marker = work / "PWNED"
