@@ -46,9 +46,9 @@ def v2(args: list[str]) -> str:
     return " ".join("'" + a.replace("'", "''") + "'" for a in args)
 
 
-@pytest.fixture(params=["fork", "slurm", "sge"])
+@pytest.fixture(params=["fork", "slurm", "pbs", "sge"])
 def lrms(request, batch_env) -> str:
-    batch_env(request.param)
+    batch_env("slurm" if request.param == "pbs" else request.param)  # PBS: Slurm's commands
     return request.param
 
 
@@ -160,7 +160,7 @@ def test_cancel_running_job(blah, lrms, program, tmp_path):
 
 def test_hold_and_resume(blah, lrms, program, tmp_path):
     blocker = None
-    if lrms == "slurm":
+    if lrms in ("slurm", "pbs"):
         # keep the next job pending: fill the node first
         res = blah.submit(
             Cmd=str(program),
@@ -266,3 +266,20 @@ def test_refresh_proxy_replaces_the_jobs_proxy(blah, program, tmp_path):
     blah.wait(jobid, 3)
     res = blah.client.call("BLAH_JOB_REFRESH_PROXY", jobid, str(fresh))
     assert res[0] != "0" and "finished" in res[1]
+
+
+def test_drivers_allow_list(tmp_path):
+    """Only the batch systems in `drivers` are accepted; the others get a clear error."""
+    conf = tmp_path / "blahpd.toml"
+    conf.write_text(f'state_dir = "{tmp_path / "state"}"\ndrivers = ["fork"]\n')
+    with GahpClient([*BLAHPD, "--config", str(conf)]) as c:
+        for gridtype in ("slurm", "sge"):
+            ad = ad_string(Cmd="/bin/true", Iwd=str(tmp_path), gridtype=gridtype)
+            res = c.call("BLAH_JOB_SUBMIT", ad)
+            assert res[0] == "1" and res[2] == "N/A", res
+            assert f"{gridtype!r} is not supported here (enabled: fork)" in res[1], res
+        assert c.call("BLAH_PING", "slurm")[0] == "1"
+        assert c.call("BLAH_PING", "fork") == ["0", "No error"]
+        res = c.call("BLAH_JOB_SUBMIT", ad_string(Cmd="/bin/true", Iwd=str(tmp_path),
+                                                 gridtype="fork"))
+        assert res[0] == "0" and res[2].startswith("fork/"), res

@@ -336,3 +336,39 @@ def test_a_command_is_answered_before_htcondors_deadline(emulator):
         assert time.monotonic() - start < 5
     finally:
         gahp.close()
+
+
+@pytest.mark.parametrize("how", ["options", "config file"])
+def test_default_project_without_select(emulator, inputs, tmp_path, how):
+    """--project-url/--authenticator-file (or the same keys in --config): commands work with
+    no BOINC_SELECT_PROJECT, and the authenticator stays out of the log."""
+    auth = tmp_path / "project.auth"
+    auth.write_text(emulator.authenticator + "\n")
+    log = tmp_path / "default.log"
+    if how == "options":
+        extra = ["--project-url", emulator.url, "--authenticator-file", str(auth)]
+    else:
+        conf = tmp_path / "gahp.toml"
+        conf.write_text(f'project_url = "{emulator.url}"\nauthenticator_file = "{auth}"\n')
+        extra = ["--config", str(conf)]
+    with GahpClient([*GAHP, "--log", str(log), "--log-level", "DEBUG", *extra]) as c:
+        assert c.call("BOINC_PING") == ["NULL"]
+        jobs = [("d#0", [], [inputs["a.txt"]])]
+        assert c.call("BOINC_SUBMIT", *submit_args("d", "uppercase", jobs)) == ["NULL"]
+        assert wait_status(c, "d", {"DONE"}) == {"d#0": "DONE"}
+    assert emulator.store.batch_by_name("d") is not None
+    assert emulator.authenticator not in log.read_text()
+
+
+def test_lease_and_retire_change_the_batch_on_the_project(gahp, emulator, inputs):
+    select(gahp, emulator)
+    jobs = [("l#0", [], [inputs["a.txt"]])]
+    assert gahp.call("BOINC_SUBMIT", *submit_args("l", "uppercase", jobs)) == ["NULL"]
+    lease = int(time.time()) + 6 * 3600
+    assert gahp.call("BOINC_SET_LEASE", "l", str(lease)) == ["NULL"]
+    assert emulator.store.batch_by_name("l")["expire_time"] == lease
+    wait_status(gahp, "l", {"DONE"})
+    assert gahp.call("BOINC_RETIRE_BATCH", "l") == ["NULL"]
+    assert emulator.store.batch_by_name("l")["state"] == 4  # retired
+    res = gahp.call("BOINC_SET_LEASE", "nosuch", str(lease))
+    assert len(res) == 1 and res[0] != "NULL" and "batch" in res[0], res  # the project's error
