@@ -88,7 +88,8 @@ def available_backends() -> dict[str, importlib.metadata.EntryPoint]:
 
 
 class BackendNotFound(LookupError):
-    """No installed backend or importable module of that name."""
+    """No installed backend or importable module of that name, or one whose hook
+    implementations match no hook specification (a misspelt ``gahp_comands``, say)."""
 
 
 def load_backend(pm: pluggy.PluginManager, name: str) -> object:
@@ -106,4 +107,9 @@ def load_backend(pm: pluggy.PluginManager, name: str) -> object:
             raise BackendNotFound(f"no backend named {name!r} (installed: {known})")
         plugin = eps[name].load()
     pm.register(plugin, name=name)
+    try:
+        pm.check_pending()  # a misspelt hook implementation fails here, not silently later
+    except pluggy.PluginValidationError as exc:
+        pm.unregister(plugin)
+        raise BackendNotFound(f"backend {name}: {exc}") from exc
     return plugin

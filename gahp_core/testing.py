@@ -32,7 +32,7 @@ def proc_status(pid: int, key: str) -> int:
     return -1
 
 
-class GahpTimeout(AssertionError):
+class GahpTimeout(TimeoutError):
     """The server did not produce a complete line in time."""
 
 

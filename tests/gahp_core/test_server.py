@@ -156,3 +156,22 @@ def test_stdin_from_dev_null_is_an_immediate_eof():
         )
     assert r.returncode == 0 and r.stdout.decode().startswith("$GahpVersion:")
     assert b"Traceback" not in r.stderr
+
+
+def test_a_misspelt_hook_implementation_is_refused(tmp_path):
+    """A backend whose hookimpl matches no hook specification fails loudly at load."""
+    import subprocess
+
+    (tmp_path / "typo_gahp.py").write_text(
+        "from gahp_core import hookimpl\n\n"
+        "@hookimpl\n"
+        "def gahp_comands(context):\n"
+        "    return []\n"
+    )
+    r = subprocess.run(
+        [sys.executable, "-m", "gahp_core", "--backend", "module:typo_gahp"],
+        capture_output=True, text=True, timeout=20, stdin=subprocess.DEVNULL,
+        env={**os.environ, "PYTHONPATH": str(tmp_path)},
+    )
+    assert r.returncode == 2 and "gahp_comands" in r.stderr, r.stderr
+    assert r.stdout == ""
