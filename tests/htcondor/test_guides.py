@@ -40,6 +40,16 @@ def scratch_site() -> Path:
     return site
 
 
+def site_moves(site: Path) -> dict[str, str]:
+    """Where the guides' site paths go in a test: the GAHPs' venv, wrappers and logs."""
+    venv = Path(os.environ.get("GAHP_VENV", "/opt/gahp-venv"))
+    return {
+        "/opt/gahp/": f"{venv}/",
+        "/usr/local/libexec/": f"{site}/libexec/",
+        "/var/log/gahp": f"{site}/var/log/gahp",
+    }
+
+
 def install_wrapper(page: Path, name: str, moves: dict[str, str]) -> Path:
     """Write the page's wrapper script ``name`` where its comment says, moved."""
     text = next(b for b in blocks(page, "sh") if name in b)
@@ -126,13 +136,10 @@ def blah_site(need_htcondor, batch_env) -> Iterator[tuple[GuideCondor, dict[str,
     base = need_htcondor("25.0.13")
     slurm = batch_env("slurm")
     assert slurm is not None
-    venv = Path(os.environ.get("GAHP_VENV", "/opt/gahp-venv"))
     site = scratch_site()
     moves = {
-        "/opt/gahp/": f"{venv}/",
-        "/usr/local/libexec/": f"{site}/libexec/",
+        **site_moves(site),
         "/etc/gahp": f"{site}/etc/gahp",
-        "/var/log/gahp": f"{site}/var/log/gahp",
         "/var/lib/gahp-blah": f"{site}/var/lib/gahp-blah",
         "/etc/slurm/slurm.conf": slurm["SLURM_CONF"],
     }
@@ -198,12 +205,9 @@ def test_blah_guide_checking_by_hand(blah_site):
 @pytest.fixture(scope="module")
 def boinc_site(need_htcondor, emulator) -> Iterator[tuple[GuideCondor, dict[str, str]]]:
     base = need_htcondor("9.12.0")
-    venv = Path(os.environ.get("GAHP_VENV", "/opt/gahp-venv"))
     site = scratch_site()
     moves = {
-        "/opt/gahp/": f"{venv}/",
-        "/usr/local/libexec/": f"{site}/libexec/",
-        "/var/log/gahp": f"{site}/var/log/gahp",
+        **site_moves(site),
         "https://boinc.example.org/myproject/": emulator.url,
         "/home/alice/.boinc/myproject.auth": f"{site}/job/myproject.auth",
     }
