@@ -6,14 +6,16 @@ import abc
 import os
 import re
 import subprocess
+import threading
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, ClassVar
 
 from gahp_lrms.model import DriverError, JobInfo, JobSpec, JobStatus
+from gahp_lrms.registry import DEFAULT_INTERVAL, DEFAULT_STALE_LIMIT, StatusRegistry
 
-__all__ = ["DEFAULT_TIMEOUT", "CommandDriver", "Driver", "run_command"]
+__all__ = ["DEFAULT_TIMEOUT", "CommandDriver", "Driver", "config_flag", "run_command"]
 
 DEFAULT_TIMEOUT = 30.0
 """Seconds allowed to one batch-system command unless the driver's config says otherwise."""
@@ -79,10 +81,25 @@ class CommandDriver(Driver):
     ``cancel_wait_s`` (how long ``cancel`` waits for a running job to end, default 10).
     Subclasses name the system (``system``), the shape of its job ids (``job_id``) and
     the environment its commands need (``env``).
+
+    Status: a subclass answers one job with :meth:`query_status`; when it can also describe
+    many jobs with one query (:meth:`bulk_status`), :meth:`status` is answered from a
+    :class:`~gahp_lrms.registry.StatusRegistry` (``state_dir/status-registry.jsonl``) unless
+    ``status_registry`` is false.  ``status_interval`` (s, default 5) is how old a state may
+    be; ``stale_limit_s`` (s, default 1800) how long the last known states are answered while
+    the batch system does not answer.
     """
 
     common_keys: ClassVar[frozenset[str]] = frozenset(
-        {"bin_dir", "command_timeout", "submit_timeout", "cancel_wait_s"}
+        {
+            "bin_dir",
+            "command_timeout",
+            "submit_timeout",
+            "cancel_wait_s",
+            "status_registry",
+            "status_interval",
+            "stale_limit_s",
+        }
     )
     system: ClassVar[str] = ""
     job_id: ClassVar[re.Pattern[str]]
@@ -93,10 +110,68 @@ class CommandDriver(Driver):
             self.timeout = float(self.config.get("command_timeout", DEFAULT_TIMEOUT))
             self.submit_timeout = float(self.config.get("submit_timeout", 60.0))
             self.cancel_wait_s = float(self.config.get("cancel_wait_s", 10.0))
+            self.status_interval = float(self.config.get("status_interval", DEFAULT_INTERVAL))
+            self.stale_limit_s = float(self.config.get("stale_limit_s", DEFAULT_STALE_LIMIT))
         except (TypeError, ValueError) as exc:
             raise DriverError(f"{self.name} driver: bad numeric option ({exc})") from None
+        self.use_registry = config_flag(self.config.get("status_registry", True))
         self.bin_dir: str | Path | None = self.config.get("bin_dir")
         self.env: dict[str, str] = dict(os.environ)
+        self._registry: StatusRegistry | None = None
+        self._registry_lock = threading.Lock()
+
+    # ------------------------------------------------------------------ status
+    def status(self, native_id: str) -> JobInfo:
+        self._check_id(native_id)
+        registry = self.registry
+        if registry is None:
+            return self.query_status(native_id)
+        return registry.status(native_id)
+
+    def query_status(self, native_id: str) -> JobInfo:
+        """The job's state, asked of the batch system for this job alone."""
+        raise NotImplementedError
+
+    def bulk_status(self, native_ids: Sequence[str]) -> Mapping[str, JobInfo]:
+        """States of many jobs from as few commands as possible (at most 3, whatever their
+        number); ids left out are asked with :meth:`query_status`."""
+        raise NotImplementedError
+
+    def has_bulk_status(self) -> bool:
+        """Whether :meth:`bulk_status` works here."""
+        return type(self).bulk_status is not CommandDriver.bulk_status
+
+    @property
+    def registry(self) -> StatusRegistry | None:
+        """The status registry (built on first use), or None when status is per job."""
+        if not self.use_registry:
+            return None
+        with self._registry_lock:
+            if self._registry is None:
+                if not self.has_bulk_status():
+                    self.use_registry = False
+                    return None
+                self._registry = StatusRegistry(
+                    self.bulk_status,
+                    self.query_status,
+                    journal=self.state_dir / "status-registry.jsonl",
+                    interval=self.status_interval,
+                    stale_limit=self.stale_limit_s,
+                    name=self.system,
+                )
+            return self._registry
+
+    def _submitted(self, native_id: str) -> None:
+        """Track a new job: its first status can come from the next bulk query."""
+        registry = self.registry
+        if registry is not None:
+            registry.track(native_id)
+
+    def _changed(self, native_id: str) -> None:
+        """The server changed the job: its next status is asked directly."""
+        registry = self.registry
+        if registry is not None:
+            registry.invalidate(native_id)
 
     def command_path(self, name: str) -> str:
         """Where command ``name`` is: in ``bin_dir`` when configured, else found on PATH."""
@@ -116,7 +191,7 @@ class CommandDriver(Driver):
         """After a cancel: a running job takes a moment to die; wait for it (bounded)."""
         deadline = time.monotonic() + self.cancel_wait_s
         while time.monotonic() < deadline:
-            if self.status(native_id).status is not JobStatus.RUNNING:
+            if self.query_status(native_id).status is not JobStatus.RUNNING:
                 return
             time.sleep(0.2)
 
@@ -125,16 +200,18 @@ class CommandDriver(Driver):
     ) -> None:
         """Hold a queued job with the ``hold`` command; a running one (also one that
         started meanwhile) with ``suspend``, or refuse with ``why`` when that is None."""
-        info = self.status(native_id)
+        info = self.query_status(native_id)
         if info.status is JobStatus.IDLE:
             self._run(*hold, native_id)
-            info = self.status(native_id)  # it may have started meanwhile
+            self._changed(native_id)
+            info = self.query_status(native_id)  # it may have started meanwhile
         if info.status is JobStatus.RUNNING:
             if suspend is None:
                 raise DriverError(
                     f"{self.system} job {native_id} is running: cannot hold a running job{why}"
                 )
             self._run(*suspend, native_id)
+            self._changed(native_id)
         elif info.status is not JobStatus.HELD:
             raise DriverError(
                 f"{self.system} job {native_id} cannot be held: it is {info.status.name}"
@@ -144,6 +221,13 @@ class CommandDriver(Driver):
         if not isinstance(native_id, str) or not self.job_id.match(native_id):
             raise DriverError(f"malformed {self.system} job id {native_id!r}")
         return native_id
+
+
+def config_flag(value: Any) -> bool:
+    """A boolean option: true, or a string other than 0/false/no/off/empty."""
+    if isinstance(value, str):
+        return value.strip().lower() not in ("0", "false", "no", "off", "")
+    return bool(value)
 
 
 def run_command(

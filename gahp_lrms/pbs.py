@@ -10,7 +10,10 @@ submission.  ``count`` > 1 runs the instances from a shell loop on the first nod
 
 ``qstat`` has no exit status and shows a held job as ``Q``, so when Slurm's ``scontrol``
 is available (``slurm_status``, default true) the driver asks it for held-ness and exit codes
-(see :class:`gahp_lrms.slurm.SlurmDriver.lookup`).  ``qhold`` of a running job is refused with
+(see :class:`gahp_lrms.slurm.SlurmDriver.lookup`).  The status registry (see
+:mod:`gahp_lrms.registry`) is then kept current by Slurm's bulk query (one ``squeue``, one
+``sacct``); without Slurm, by one ``qstat -f`` for all jobs (jobs that left it are asked
+one by one).  ``qhold`` of a running job is refused with
 a DriverError (PBS cannot hold a running job without checkpointing).
 """
 
@@ -21,7 +24,7 @@ import os
 import re
 import shutil
 import tempfile
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -37,7 +40,13 @@ from gahp_lrms.slurm import (
     sanitize_job_name,
 )
 
-__all__ = ["PbsDriver", "format_walltime", "parse_qstat_full", "qsub_options"]
+__all__ = [
+    "PbsDriver",
+    "format_walltime",
+    "parse_qstat_full",
+    "parse_qstat_full_all",
+    "qsub_options",
+]
 
 _SAFE_WORD = re.compile(r"[A-Za-z0-9_.@-]+\Z")
 _SAFE_PATH = re.compile(r"[A-Za-z0-9_./+-]+\Z")
@@ -64,6 +73,20 @@ def parse_qstat_full(text: str) -> dict[str, str]:
         elif last is not None and raw[:1] == "\t":  # continuation of a long value
             fields[last] += line
     return fields
+
+
+def parse_qstat_full_all(text: str) -> dict[str, dict[str, str]]:
+    """Every job of ``qstat -f`` output (several ``Job Id:`` records), by id."""
+    jobs: dict[str, dict[str, str]] = {}
+    chunk: list[str] = []
+    for line in [*text.splitlines(), "Job Id:"]:
+        if line.startswith("Job Id:") and chunk:
+            fields = parse_qstat_full("\n".join(chunk))
+            if fields.get("Job Id"):
+                jobs[fields["Job Id"]] = fields
+            chunk = []
+        chunk.append(line)
+    return jobs
 
 
 def format_walltime(seconds: int) -> str:
@@ -174,9 +197,29 @@ class PbsDriver(CommandDriver):
         native_id = lines[-1].strip() if lines else ""
         if not _JOB_ID.match(native_id):
             raise DriverError(f"qsub printed no job id: {proc.stdout.strip()!r}")
+        self._submitted(native_id)
         return native_id
 
-    def status(self, native_id: str) -> JobInfo:
+    def bulk_status(self, native_ids: Sequence[str]) -> dict[str, JobInfo]:
+        found: dict[str, JobInfo] = {}
+        if self.slurm is not None:
+            by_slurm = {i.split(".")[0]: i for i in native_ids if i.split(".")[0].isdigit()}
+            for slurm_id, fields in self.slurm.bulk_fields(list(by_slurm)).items():
+                with contextlib.suppress(DriverError):  # else asked alone
+                    found[by_slurm[slurm_id]] = job_info_from_fields(fields)
+            return found
+        proc = self._run("qstat", "-f", check=False)
+        if proc.returncode != 0 and (proc.returncode != _UNKNOWN_JOB_RC or proc.stderr.strip()):
+            raise DriverError(command_failure(["qstat"], proc))
+        jobs = parse_qstat_full_all(proc.stdout)
+        for native_id in native_ids:
+            fields = jobs.get(native_id)
+            if fields is not None:
+                with contextlib.suppress(DriverError):
+                    found[native_id] = info_from_qstat(fields)
+        return found
+
+    def query_status(self, native_id: str) -> JobInfo:
         self._check_id(native_id)
         proc = self._run("qstat", "-f", native_id, check=False)
         if proc.returncode == 0 and proc.stdout.strip():
@@ -202,18 +245,22 @@ class PbsDriver(CommandDriver):
     def cancel(self, native_id: str) -> None:
         self._check_id(native_id)
         proc = self._run("qdel", native_id, check=False)
-        if proc.returncode != 0 and not self.status(native_id).finished:
+        self._changed(native_id)
+        if proc.returncode != 0 and not self.query_status(native_id).finished:
             raise DriverError(command_failure(["qdel"], proc))
         self._wait_until_not_running(native_id)
+        self._changed(native_id)
 
     def hold(self, native_id: str) -> None:
         self._hold_with(native_id, ("qhold",), None, " (PBS cannot suspend it)")
 
     def resume(self, native_id: str) -> None:
-        info = self.status(native_id)
+        info = self.query_status(native_id)
         if info.status is not JobStatus.HELD:
             raise DriverError(f"PBS job {native_id} is not held: it is {info.status.name}")
+        self._changed(native_id)
         self._run("qrls", native_id)
+        self._changed(native_id)
 
     def ping(self) -> None:
         proc = self._run("qstat", timeout=min(self.timeout, 15.0), check=False)

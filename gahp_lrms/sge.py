@@ -16,7 +16,10 @@
   N``; without a configured parallel environment a multi-slot request is refused, except
   that ``count`` instances alone run in one slot.  ``memory_mb`` is the job's total:
   ``h_vmem`` (a per-slot limit in SGE) gets its share per slot.
-* Status: ``qstat -xml -u '*'`` while the job is queued or runs (``Eqw`` adds the error
+* Status: from the status registry (see :mod:`gahp_lrms.registry`), kept current by one
+  ``qstat -xml -u '*'`` per ``status_interval`` for all tracked jobs, and ``qacct`` for each
+  job that left qstat (until its record is found: then its state is final).  One job alone:
+  ``qstat -xml -u '*'`` while the job is queued or runs (``Eqw`` adds the error
   reason from ``qstat -j``), then ``qacct -j``.  The accounting record of a finished job may
   lag behind its disappearance from qstat (qmaster writes it every accounting_flush_time,
   15 s by default): for a job this driver submitted (a record in ``state_dir/submitted``)
@@ -37,13 +40,14 @@
 from __future__ import annotations
 
 import contextlib
+import logging
 import math
 import os
 import re
 import threading
 import time
 import xml.etree.ElementTree as ET
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -65,6 +69,8 @@ __all__ = [
     "qsub_options",
     "sanitize_job_name",
 ]
+
+log = logging.getLogger("gahp.lrms.sge")
 
 _JOB_ID = re.compile(r"[1-9]\d*\Z")
 _SUBMITTED = re.compile(r"\s*(\d+)(?:\.\S*)?\s*\Z")  # "123" or "123.1-4:1" (-terse)
@@ -445,9 +451,10 @@ class SgeDriver(CommandDriver):
             raise DriverError(f"qsub printed no job id: {proc.stdout.strip()!r}")
         native_id = m.group(1)
         self._record("submitted", native_id, required=False)  # the job exists: never fail
+        self._submitted(native_id)
         return native_id
 
-    def status(self, native_id: str) -> JobInfo:
+    def query_status(self, native_id: str) -> JobInfo:
         self._check_id(native_id)
         with self._lock:
             final = self._final.get(native_id)
@@ -456,6 +463,9 @@ class SgeDriver(CommandDriver):
         fields = self.queued(native_id)
         if fields is None:
             return self._finished(native_id)
+        return self._from_qstat(native_id, fields)
+
+    def _from_qstat(self, native_id: str, fields: Mapping[str, str]) -> JobInfo:
         reason = self._error_reason(native_id) if "E" in fields.get("state", "") else None
         info = info_from_qstat(fields, error_reason=reason, cancelled=self._cancelled(native_id))
         with self._lock:
@@ -463,12 +473,30 @@ class SgeDriver(CommandDriver):
             self._missing.pop(native_id, None)
         return info
 
+    def bulk_status(self, native_ids: Sequence[str]) -> dict[str, JobInfo]:
+        """One ``qstat -xml`` for all jobs; ``qacct`` only for those that left it (once
+        each: a finished job's state is final)."""
+        proc = self._run("qstat", "-xml", "-u", "*")
+        queued = parse_qstat_xml(proc.stdout)
+        found: dict[str, JobInfo] = {}
+        for native_id in native_ids:
+            fields = queued.get(native_id)
+            try:
+                if fields is None:
+                    found[native_id] = self._finished(native_id)
+                elif "E" not in fields.get("state", ""):  # Eqw needs qstat -j: asked alone
+                    found[native_id] = self._from_qstat(native_id, fields)
+            except DriverError as exc:
+                log.warning("Grid Engine job %s: %s", native_id, exc)
+        return found
+
     def cancel(self, native_id: str) -> None:
         self._check_id(native_id)
         if self.queued(native_id) is None:
             return  # finished, or unknown: nothing to do
         self._record("cancelled", native_id)
         proc = self._run("qdel", native_id, check=False)
+        self._changed(native_id)
         if proc.returncode != 0:
             text = (proc.stderr + proc.stdout).lower()
             if any(s in text for s in _UNKNOWN_JOB):  # it ended meanwhile: not cancelled
@@ -479,6 +507,7 @@ class SgeDriver(CommandDriver):
         deadline = time.monotonic() + self.cancel_wait_s
         while time.monotonic() < deadline and self.queued(native_id) is not None:
             time.sleep(0.2)
+        self._changed(native_id)
 
     def hold(self, native_id: str) -> None:
         suspend = ("qmod", "-sj") if self.suspend_running else None
@@ -501,6 +530,7 @@ class SgeDriver(CommandDriver):
             self._run("qmod", "-usj", native_id)
         if "h" in state:
             self._run("qrls", native_id)
+        self._changed(native_id)
         if not any(c in state for c in "Esh"):
             raise DriverError(
                 f"Grid Engine job {native_id} is suspended by its queue ({state}):"

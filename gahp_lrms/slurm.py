@@ -6,9 +6,13 @@
   paths): nothing passes through a shell unquoted, and nothing is comma-split by
   ``--export``.  The job also inherits the submitting process's environment
   (sbatch's default ``--export=ALL``).  ``count`` > 1 starts the instances with ``srun``.
-* Status: ``scontrol -o show job ID`` while the controller knows the job (``MinJobAge``),
-  then ``sacct`` (slurmdbd) or ``sacct -c`` (jobcomp/filetxt).  A job known to neither is
-  reported COMPLETED with an unknown exit code.
+* Status: from the status registry (see :mod:`gahp_lrms.registry`), kept current by one
+  ``squeue -t all -j ID,ID,...`` for all tracked jobs per ``status_interval``, plus one
+  ``sacct`` (slurmdbd) or ``sacct -c`` (jobcomp/filetxt) for those the controller no longer
+  knows.  One job alone (``status_registry = false``, or a job the registry cannot answer):
+  ``scontrol -o show job ID`` while the controller knows the job (``MinJobAge``), then
+  ``sacct`` or ``sacct -c``.  A job known to neither is reported COMPLETED with an unknown
+  exit code.
 * Hold: a pending job gets ``scontrol hold``.  A running job cannot be held by Slurm (``scontrol
   hold`` accepts it and does nothing), so it is suspended with ``scontrol suspend`` (needs
   root/operator rights; refused with a DriverError when the ``suspend_running`` config is
@@ -18,10 +22,11 @@
 
 from __future__ import annotations
 
+import logging
 import math
 import os
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -37,10 +42,14 @@ __all__ = [
     "parse_duration",
     "parse_exit_code",
     "parse_sacct",
+    "parse_sacct_rows",
     "parse_scontrol_job",
+    "parse_squeue",
     "sanitize_job_name",
     "sbatch_options",
 ]
+
+log = logging.getLogger("gahp.lrms.slurm")
 
 _JOB_ID = re.compile(r"\d+(?:_\d+)?\Z")
 
@@ -88,6 +97,47 @@ def parse_sacct(text: str, job_id: str) -> dict[str, str] | None:
         if row.get("JobID") == job_id:
             found = row
     return found
+
+
+def parse_sacct_rows(text: str) -> dict[str, dict[str, str]]:
+    """Every row of ``sacct -P`` output (with its header line) by ``JobID`` (job steps such
+    as ``12.batch`` included; the last row of an id wins)."""
+    lines = [line for line in text.splitlines() if line.strip()]
+    if not lines:
+        return {}
+    header = lines[0].split("|")
+    rows: dict[str, dict[str, str]] = {}
+    for line in lines[1:]:
+        row = dict(zip(header, line.split("|"), strict=False))
+        if row.get("JobID"):
+            rows[row["JobID"]] = row
+    return rows
+
+
+SQUEUE_FIELDS = ("JobID", "State", "Reason", "PriorityLong", "TimeUsed", "BatchHost", "exit_code")
+"""The ``squeue -O`` fields :func:`parse_squeue` reads, in order."""
+SQUEUE_FORMAT = ",".join(f"{f}:|" for f in SQUEUE_FIELDS)
+
+
+def parse_squeue(text: str) -> dict[str, dict[str, str]]:
+    """Jobs of ``squeue -h -O SQUEUE_FORMAT`` output, by id, as ``scontrol``-style fields
+    (``JobState``, ``Reason``, ``Priority``, ``RunTime``, ``BatchHost``, ``ExitCode`` as
+    ``N:S``: squeue prints the raw wait status)."""
+    jobs: dict[str, dict[str, str]] = {}
+    for line in text.splitlines():
+        parts = [p.strip() for p in line.split("|")]
+        if len(parts) < len(SQUEUE_FIELDS) or not parts[0]:
+            continue
+        job_id, state, reason, priority, used, host, raw = parts[: len(SQUEUE_FIELDS)]
+        fields = {"JobId": job_id, "JobState": state, "Reason": reason, "Priority": priority}
+        fields["RunTime"] = used
+        if host and host not in ("n/a", "(null)"):
+            fields["BatchHost"] = host
+        if raw.isdigit():
+            status = int(raw)
+            fields["ExitCode"] = f"{(status >> 8) & 0xFF}:{status & 0x7F}"
+        jobs[job_id] = fields
+    return jobs
 
 
 def parse_duration(text: str | None) -> float | None:
@@ -225,6 +275,7 @@ class SlurmDriver(CommandDriver):
         self.suspend_running = bool(self.config.get("suspend_running", True))
         if self.config.get("slurm_conf"):
             self.env["SLURM_CONF"] = str(self.config["slurm_conf"])
+        self._slurmdbd: bool | None = None  # whether plain sacct works (None: not tried)
 
     # ------------------------------------------------------------------ helpers
     def lookup(self, native_id: str) -> tuple[str, dict[str, str] | None]:
@@ -251,6 +302,41 @@ class SlurmDriver(CommandDriver):
     def _fields(self, native_id: str) -> dict[str, str] | None:
         return self.lookup(self._check_id(native_id))[1]
 
+    def bulk_fields(self, native_ids: Sequence[str]) -> dict[str, dict[str, str]]:
+        """Fields of the jobs among ``native_ids`` that Slurm still knows, from one ``squeue``
+        and, for those the controller has forgotten, one ``sacct`` (or ``sacct -c``)."""
+        ids = ",".join(native_ids)
+        proc = self._run("squeue", "-h", "-t", "all", "-j", ids, "-O", SQUEUE_FORMAT, check=False)
+        if proc.returncode == 0:
+            found = parse_squeue(proc.stdout)
+        elif "invalid job id" in (proc.stderr + proc.stdout).lower():
+            found = {}  # none of them is known to the controller any more
+        else:
+            raise DriverError(command_failure(["squeue"], proc))
+        gone = [i for i in native_ids if i not in found]
+        if gone:
+            found.update(self._accounting(gone))
+        return found
+
+    def _accounting(self, native_ids: Sequence[str]) -> dict[str, dict[str, str]]:
+        """sacct rows of finished jobs: slurmdbd's when it is configured, else jobcomp's."""
+        fmt = "JobID,State,ExitCode,Elapsed,NodeList"
+        ids = ",".join(native_ids)
+        wanted = set(native_ids)
+        if self._slurmdbd is not False:
+            proc = self._run(
+                "sacct", "-P", "-j", ids, "-o", fmt + ",UserCPU,SystemCPU", check=False
+            )
+            if proc.returncode == 0:
+                self._slurmdbd = True
+                return {k: v for k, v in parse_sacct_rows(proc.stdout).items() if k in wanted}
+            if "disabled" in (proc.stderr + proc.stdout).lower():
+                self._slurmdbd = False
+        proc = self._run("sacct", "-c", "-P", "-j", ids, "-o", fmt, check=False)
+        if proc.returncode != 0:
+            return {}  # those jobs are then asked one by one
+        return {k: v for k, v in parse_sacct_rows(proc.stdout).items() if k in wanted}
+
     # ------------------------------------------------------------------ Driver API
     def submit(self, spec: JobSpec) -> str:
         if spec.workdir is not None and not os.path.isabs(spec.workdir):
@@ -265,9 +351,19 @@ class SlurmDriver(CommandDriver):
         native_id = proc.stdout.strip().split(";")[0]
         if not _JOB_ID.match(native_id):
             raise DriverError(f"sbatch printed no job id: {proc.stdout.strip()!r}")
+        self._submitted(native_id)
         return native_id
 
-    def status(self, native_id: str) -> JobInfo:
+    def bulk_status(self, native_ids: Sequence[str]) -> dict[str, JobInfo]:
+        found: dict[str, JobInfo] = {}
+        for native_id, fields in self.bulk_fields(native_ids).items():
+            try:
+                found[native_id] = job_info_from_fields(fields)
+            except DriverError as exc:  # an unexpected state: that job is asked alone
+                log.warning("Slurm job %s: %s", native_id, exc)
+        return found
+
+    def query_status(self, native_id: str) -> JobInfo:
         fields = self._fields(native_id)
         if fields is None:
             return JobInfo(
@@ -279,12 +375,14 @@ class SlurmDriver(CommandDriver):
     def cancel(self, native_id: str) -> None:
         self._check_id(native_id)
         proc = self._run("scancel", native_id, check=False)
+        self._changed(native_id)
         if proc.returncode != 0:
             text = (proc.stderr + proc.stdout).lower()
             if "invalid job id" in text or "already completing or completed" in text:
                 return
             raise DriverError(command_failure(["scancel"], proc))
         self._wait_until_not_running(native_id)
+        self._changed(native_id)
 
     def hold(self, native_id: str) -> None:
         suspend = ("scontrol", "suspend") if self.suspend_running else None
@@ -297,10 +395,12 @@ class SlurmDriver(CommandDriver):
             what = info.status.name if info else "unknown to Slurm"
             raise DriverError(f"Slurm job {native_id} is not held: it is {what}")
         state = (fields or {}).get("JobState", "")
+        self._changed(native_id)
         if state == "SUSPENDED":
             self._run("scontrol", "resume", native_id)
         else:
             self._run("scontrol", "release", native_id)
+        self._changed(native_id)
 
     def ping(self) -> None:
         self._run("scontrol", "ping", timeout=min(self.timeout, 15.0))

@@ -127,7 +127,13 @@ def slurm_config() -> dict[str, str]:
         _unavailable("Slurm is not reachable (sinfo timed out); run `bash .ci/slurm-up.sh`")
     if proc.returncode != 0 or not proc.stdout.strip():
         _unavailable(f"Slurm is not reachable (sinfo: {proc.stderr.strip()[:200]})")
-    return {"slurm_conf": conf} if conf else {}
+    config = {"slurm_conf": conf} if conf else {}
+    return {**config, "status_interval": LIVE_STATUS_INTERVAL}
+
+
+LIVE_STATUS_INTERVAL = "0.5"
+"""The status registry's interval in the live driver tests: short, so that they see even
+a 2-second RUNNING state (the default, 5 s, may skip it, as a poll of HTCondor's would)."""
 
 
 def _tracked(driver: Driver) -> Iterator[Driver]:
@@ -177,7 +183,11 @@ def sge_config(sge_env: dict[str, str] | None) -> dict[str, str]:
         if os.environ.get("GAHP_REQUIRE_SGE") == "1":
             pytest.fail(f"GAHP_REQUIRE_SGE=1 but {reason}", pytrace=False)
         pytest.skip(reason)
-    config = {"sge_root": sge_env["SGE_ROOT"], "parallel_environment": SGE_PE}
+    config = {
+        "sge_root": sge_env["SGE_ROOT"],
+        "parallel_environment": SGE_PE,
+        "status_interval": LIVE_STATUS_INTERVAL,
+    }
     for key, var in (("sge_cell", "SGE_CELL"), ("sge_qmaster_port", "SGE_QMASTER_PORT")):
         if sge_env.get(var):
             config[key] = sge_env[var]

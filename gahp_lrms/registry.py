@@ -1,0 +1,365 @@
+"""A status registry: the states of all tracked jobs, kept current by one bulk query.
+
+A GAHP client asks for the status of each of its jobs on its own (HTCondor's gridmanager
+sends one ``BLAH_JOB_STATUS`` per job per poll).  Answering each with its own batch-system
+command makes the controller's load grow with the number of jobs.  The registry answers them
+from one bulk query per ``interval`` for all tracked jobs instead:
+
+* A job is tracked from its submission (:meth:`StatusRegistry.track`) or its first status
+  request.  Tracked jobs and their last known states are kept in a journal in the driver's
+  state directory, so a restarted server keeps them.
+* The refresh is lazy (the first request after ``interval`` runs it) and single-flight: any
+  number of concurrent requests cause one bulk query; the others wait for its result.
+* Never a wrong answer: a finished job's state is final (its exit code exact); a job the
+  latest bulk query did not describe (unknown, just submitted, or changed by the server
+  itself: :meth:`StatusRegistry.invalidate`) is queried directly.
+* When the bulk query fails (batch system down), the last known state is answered for up to
+  ``stale_limit`` seconds after it was last seen true; after that, the outage is an error.
+
+The bulk query is any callable ``ids -> {id: JobInfo}`` describing the ids it can (those it
+leaves out are queried directly): Slurm's ``squeue``, Grid Engine's ``qstat -xml``, or a
+BOINC project's ``query_batches``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import os
+import threading
+import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import attrs
+
+from gahp_lrms.model import DriverError, JobInfo, JobStatus
+
+__all__ = [
+    "DEFAULT_INTERVAL",
+    "DEFAULT_STALE_LIMIT",
+    "BulkQuery",
+    "DirectQuery",
+    "RegistryStats",
+    "StatusRegistry",
+    "info_from_json",
+    "info_to_json",
+]
+
+log = logging.getLogger("gahp.lrms.registry")
+
+DEFAULT_INTERVAL = 5.0
+"""Seconds a bulk query's answer is current (HTCondor polls each job every 60 s or more)."""
+DEFAULT_STALE_LIMIT = 1800.0
+"""Seconds a last known state is answered while the batch system does not answer."""
+DEFAULT_KEEP_FINISHED = 7 * 86400.0
+"""Seconds a finished job's final state is kept after it was first seen finished."""
+
+BulkQuery = Callable[[Sequence[str]], Mapping[str, JobInfo]]
+DirectQuery = Callable[[str], JobInfo]
+
+
+def info_to_json(info: JobInfo) -> dict[str, Any]:
+    """``info`` as a JSON object (fields that are None left out)."""
+    data = {k: v for k, v in attrs.asdict(info).items() if v is not None}
+    data["status"] = int(info.status)
+    return data
+
+
+def info_from_json(data: Mapping[str, Any]) -> JobInfo:
+    """The inverse of :func:`info_to_json`."""
+    fields = {f.name for f in attrs.fields(JobInfo)}
+    values = {k: v for k, v in data.items() if k in fields}
+    values["status"] = JobStatus(int(values["status"]))
+    return JobInfo(**values)
+
+
+@attrs.define
+class _Entry:
+    info: JobInfo | None = None
+    seen: float = 0.0  # wall-clock time the state was last known true
+    generation: int = -1  # the refresh that described it (-1: none, or stale)
+    dirty: bool = False  # changed by the server: query directly next time
+
+
+@attrs.define
+class RegistryStats:
+    """Counters, for logs and benchmarks."""
+
+    refreshes: int = 0
+    refresh_failures: int = 0
+    direct_queries: int = 0
+    stale_answers: int = 0
+    cached_answers: int = 0
+
+
+class StatusRegistry:
+    """Job states from one bulk query per ``interval`` (see the module documentation).
+
+    ``journal`` is the file tracked jobs are kept in (None: not kept); ``clock`` gives
+    wall-clock seconds (tests pass a fake one).  Thread-safe."""
+
+    def __init__(
+        self,
+        bulk: BulkQuery,
+        direct: DirectQuery,
+        *,
+        journal: Path | None = None,
+        interval: float = DEFAULT_INTERVAL,
+        stale_limit: float = DEFAULT_STALE_LIMIT,
+        keep_finished: float = DEFAULT_KEEP_FINISHED,
+        clock: Callable[[], float] = time.time,
+        name: str = "batch system",
+    ) -> None:
+        self.bulk = bulk
+        self.direct = direct
+        self.journal = Path(journal) if journal is not None else None
+        self.interval = float(interval)
+        self.stale_limit = float(stale_limit)
+        self.keep_finished = float(keep_finished)
+        self.clock = clock
+        self.name = name
+        self.stats = RegistryStats()
+        self._entries: dict[str, _Entry] = {}
+        self._cond = threading.Condition()
+        self._refreshing = False
+        self._generation = 0  # of the latest successful refresh
+        self._last_attempt: float | None = None  # wall-clock start of the latest refresh
+        self._last_error: str | None = None  # of the latest refresh, None when it worked
+        self._journal_lines = 0
+        self._load()
+
+    # ------------------------------------------------------------------ public API
+    def track(self, native_id: str, info: JobInfo | None = None) -> None:
+        """Start tracking a job (e.g. just submitted); its first status is bulk or direct."""
+        with self._cond:
+            if native_id in self._entries:
+                return
+            entry = _Entry(info, self.clock() if info else 0.0)
+            self._entries[native_id] = entry
+            self._append([(native_id, entry)])
+
+    def invalidate(self, native_id: str) -> None:
+        """The server changed the job (cancel, hold, resume): query it directly next time."""
+        with self._cond:
+            entry = self._entries.get(native_id)
+            if entry is not None and not (entry.info and entry.info.finished):
+                entry.dirty = True
+
+    def tracked(self) -> list[str]:
+        """The ids of the tracked jobs."""
+        with self._cond:
+            return list(self._entries)
+
+    def status(self, native_id: str) -> JobInfo:
+        """The job's state: final, from the latest bulk query, or queried directly; during an
+        outage, the last known state (within ``stale_limit``)."""
+        with self._cond:
+            entry = self._entries.get(native_id)
+            if entry is not None and entry.info is not None and entry.info.finished:
+                self.stats.cached_answers += 1
+                return entry.info
+            if entry is not None and entry.dirty:
+                entry = None  # straight to the direct query
+            else:
+                self._fresh_locked()
+                entry = self._entries.get(native_id)
+                if entry is not None and entry.info is not None and not entry.dirty:
+                    if entry.generation == self._generation and self._last_error is None:
+                        self.stats.cached_answers += 1
+                        return entry.info
+                    if self._last_error is not None:
+                        return self._stale_locked(native_id, entry)
+        return self._direct(native_id)
+
+    def refresh(self) -> None:
+        """Run a bulk query now (or wait for the one under way)."""
+        with self._cond:
+            self._fresh_locked(force=True)
+
+    # ------------------------------------------------------------------ internals
+    def _fresh_locked(self, force: bool = False) -> None:
+        """Make the data at most ``interval`` old: join the refresh under way, or run one
+        when due.  A failing batch system is retried once per ``interval``; meanwhile
+        requests do not wait for the retry."""
+        if self._refreshing:
+            if self._last_error is None:
+                generation = self._generation
+                while self._refreshing and self._generation == generation:
+                    self._cond.wait()
+            return
+        now = self.clock()
+        if (
+            not force
+            and self._last_attempt is not None
+            and now - self._last_attempt < self.interval
+        ):
+            return
+        ids = [i for i, e in self._entries.items() if not (e.info and e.info.finished)]
+        if not ids:
+            self._last_attempt = now
+            self._generation += 1
+            self._last_error = None
+            return
+        self._refreshing = True
+        self._last_attempt = now
+        self._cond.release()
+        error: str | None = None
+        found: Mapping[str, JobInfo] = {}
+        try:
+            found = self.bulk(ids)
+        except DriverError as exc:
+            error = str(exc)
+        except Exception as exc:  # a broken parser must not wedge every request
+            log.exception("bulk status query failed")
+            error = f"bulk status query failed: {type(exc).__name__}: {exc}"
+        finally:
+            self._cond.acquire()
+            self._refreshing = False
+        if error is not None:
+            self.stats.refresh_failures += 1
+            if self._last_error is None:
+                log.warning("%s status query failed: %s", self.name, error)
+            self._last_error = error
+            self._cond.notify_all()
+            return
+        self.stats.refreshes += 1
+        self._generation += 1
+        self._last_error = None
+        changed = []
+        for native_id, info in found.items():
+            entry = self._entries.get(native_id)
+            if entry is None or entry.dirty:
+                continue  # forgotten, or changed by the server during the query
+            if (entry.info is not None and entry.info.finished) or entry.seen > now:
+                entry.generation = self._generation  # a direct query after this one's start
+                continue
+            if entry.info != info:
+                changed.append((native_id, entry))
+            entry.info, entry.seen, entry.generation = info, now, self._generation
+        self._append(changed)
+        log.debug(
+            "%s bulk status: %d jobs, %d described, %d changed",
+            self.name,
+            len(ids),
+            len(found),
+            len(changed),
+        )
+        self._cond.notify_all()
+
+    def _stale_locked(self, native_id: str, entry: _Entry) -> JobInfo:
+        assert entry.info is not None
+        age = self.clock() - entry.seen
+        if age <= self.stale_limit:
+            self.stats.stale_answers += 1
+            return entry.info
+        raise DriverError(
+            f"{self.name} has not answered for {age:.0f} s (job {native_id}'s state is "
+            f"older than the {self.stale_limit:g} s limit): {self._last_error}"
+        )
+
+    def _direct(self, native_id: str) -> JobInfo:
+        started = self.clock()
+        with self._cond:
+            self.stats.direct_queries += 1
+        info = self.direct(native_id)  # raises DriverError when the batch system is down
+        with self._cond:
+            entry = self._entries.get(native_id)
+            if entry is None:
+                entry = self._entries[native_id] = _Entry()
+            changed = entry.info != info
+            entry.info, entry.seen, entry.dirty = info, started, False
+            # Current until the next refresh, as if the latest one had described it.
+            entry.generation = self._generation if self._last_error is None else -1
+            if changed:
+                self._append([(native_id, entry)])
+        return info
+
+    # ------------------------------------------------------------------ the journal
+    def _load(self) -> None:
+        if self.journal is None:
+            return
+        try:
+            text = self.journal.read_text()
+        except FileNotFoundError:
+            return
+        except OSError as exc:
+            log.warning("cannot read the status journal %s: %s", self.journal, exc)
+            return
+        lines = 0
+        for line in text.splitlines():
+            lines += 1
+            try:
+                record = json.loads(line)
+                native_id = str(record["id"])
+                if record.get("drop"):
+                    self._entries.pop(native_id, None)
+                    continue
+                info = info_from_json(record["info"]) if record.get("info") else None
+                seen = float(record.get("seen", 0.0))
+            except (ValueError, KeyError, TypeError):
+                continue  # a line cut short by a crash
+            self._entries[native_id] = _Entry(info, seen)
+        self._journal_lines = lines
+        self._compact()
+
+    def _append(self, changes: Iterable[tuple[str, _Entry]]) -> None:
+        if self.journal is None:
+            return
+        lines = [
+            json.dumps(
+                {
+                    "id": native_id,
+                    "info": info_to_json(e.info) if e.info else None,
+                    "seen": e.seen,
+                },
+                separators=(",", ":"),
+            )
+            + "\n"
+            for native_id, e in changes
+        ]
+        if not lines:
+            return
+        try:
+            self.journal.parent.mkdir(parents=True, exist_ok=True)
+            with open(self.journal, "a") as fh:
+                fh.write("".join(lines))
+        except OSError as exc:
+            log.warning("cannot write the status journal %s: %s", self.journal, exc)
+            return
+        self._journal_lines += len(lines)
+        if self._journal_lines > 2 * len(self._entries) + 1000:
+            self._compact()
+
+    def _compact(self) -> None:
+        """Forget jobs finished ``keep_finished`` ago; rewrite the journal with one line per
+        tracked job."""
+        now = self.clock()
+        for native_id in [
+            i
+            for i, e in self._entries.items()
+            if e.info is not None and e.info.finished and now - e.seen > self.keep_finished
+        ]:
+            del self._entries[native_id]
+        if self.journal is None:
+            return
+        tmp = self.journal.with_name(f".{self.journal.name}.{os.getpid()}")
+        try:
+            self.journal.parent.mkdir(parents=True, exist_ok=True)
+            with open(tmp, "w") as fh:
+                for native_id, e in self._entries.items():
+                    record = {
+                        "id": native_id,
+                        "info": info_to_json(e.info) if e.info else None,
+                        "seen": e.seen,
+                    }
+                    fh.write(json.dumps(record, separators=(",", ":")) + "\n")
+            os.replace(tmp, self.journal)
+        except OSError as exc:
+            log.warning("cannot rewrite the status journal %s: %s", self.journal, exc)
+            with contextlib.suppress(OSError):
+                tmp.unlink()
+            return
+        self._journal_lines = len(self._entries)

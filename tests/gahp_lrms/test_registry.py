@@ -1,0 +1,257 @@
+"""The status registry's logic, in-process, with a fake clock and a fake bulk query."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+import pytest
+
+from gahp_lrms import DriverError, JobInfo, JobStatus
+from gahp_lrms.registry import StatusRegistry, info_from_json, info_to_json
+
+IDLE = JobInfo(JobStatus.IDLE)
+RUNNING = JobInfo(JobStatus.RUNNING, worker_node="node1", wallclock_s=3.0)
+DONE = JobInfo(JobStatus.COMPLETED, exit_code=7, exit_reason="exited with status 7")
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1_000_000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+class FakeBatch:
+    """A batch system: ``jobs`` it knows; ``down`` makes every query fail."""
+
+    def __init__(self, jobs: Mapping[str, JobInfo] | None = None) -> None:
+        self.jobs: dict[str, JobInfo] = dict(jobs or {})
+        self.down = False
+        self.bulk_calls: list[list[str]] = []
+        self.direct_calls: list[str] = []
+        self.hidden: set[str] = set()  # ids the bulk query leaves out
+
+    def bulk(self, ids: Sequence[str]) -> dict[str, JobInfo]:
+        self.bulk_calls.append(list(ids))
+        if self.down:
+            raise DriverError("squeue failed: Unable to contact slurm controller")
+        return {i: self.jobs[i] for i in ids if i in self.jobs and i not in self.hidden}
+
+    def direct(self, native_id: str) -> JobInfo:
+        self.direct_calls.append(native_id)
+        if self.down:
+            raise DriverError("scontrol failed: Unable to contact slurm controller")
+        return self.jobs.get(native_id, JobInfo(JobStatus.COMPLETED, exit_reason="unknown"))
+
+
+def make(batch: FakeBatch, clock: Clock, journal: Path | None = None, **kw) -> StatusRegistry:
+    kw.setdefault("interval", 10.0)
+    kw.setdefault("stale_limit", 600.0)
+    return StatusRegistry(batch.bulk, batch.direct, journal=journal, clock=clock, **kw)
+
+
+def test_one_bulk_query_per_interval_for_all_tracked_jobs():
+    batch, clock = FakeBatch({str(i): IDLE for i in range(100)}), Clock()
+    reg = make(batch, clock)
+    for i in range(100):
+        reg.track(str(i))
+    assert [reg.status(str(i)) for i in range(100)] == [IDLE] * 100
+    assert len(batch.bulk_calls) == 1 and sorted(batch.bulk_calls[0], key=int) == [
+        str(i) for i in range(100)
+    ]
+    assert batch.direct_calls == []
+    batch.jobs["5"] = RUNNING
+    clock.now += 9.9  # within the interval: the data is current enough
+    assert reg.status("5") == IDLE and len(batch.bulk_calls) == 1
+    clock.now += 0.1  # one interval after the query: the next request refreshes
+    assert reg.status("5") == RUNNING
+    assert [reg.status(str(i)).status for i in range(100)].count(JobStatus.RUNNING) == 1
+    assert len(batch.bulk_calls) == 2
+
+
+def test_finished_job_is_final_and_exact():
+    batch, clock = FakeBatch({"1": RUNNING, "2": IDLE}), Clock()
+    reg = make(batch, clock)
+    reg.track("1")
+    reg.track("2")
+    assert reg.status("1") == RUNNING
+    batch.jobs["1"] = DONE
+    clock.now += 10
+    assert reg.status("1") == DONE
+    assert reg.status("1").exit_code == 7
+    batch.jobs["1"] = IDLE  # whatever the batch system says later (e.g. an id reused)
+    batch.down = True
+    clock.now += 10_000  # far beyond the staleness limit
+    assert reg.status("1") == DONE  # a final state is never stale
+    clock.now += 10
+    batch.down = False
+    reg.status("2")
+    assert "1" not in batch.bulk_calls[-1]  # no longer asked for
+
+
+def test_unknown_or_left_out_jobs_are_queried_directly():
+    batch, clock = FakeBatch({"1": IDLE, "2": RUNNING, "3": IDLE}), Clock()
+    reg = make(batch, clock)
+    reg.track("1")
+    reg.track("2")
+    batch.hidden.add("2")  # the bulk query cannot describe it
+    assert reg.status("1") == IDLE
+    assert reg.status("2") == RUNNING and batch.direct_calls == ["2"]
+    assert reg.status("3") == IDLE and batch.direct_calls == ["2", "3"]  # never tracked
+    assert "3" in reg.tracked()  # from now on it is
+    assert reg.status("3") == IDLE and batch.direct_calls == ["2", "3"]  # current: cached
+    clock.now += 10
+    batch.jobs["3"] = RUNNING
+    assert reg.status("3") == RUNNING and "3" in batch.bulk_calls[-1]
+    # Described before, left out by the latest query: its old state is not answered.
+    batch.hidden.add("1")
+    batch.jobs["1"] = RUNNING
+    clock.now += 10
+    assert reg.status("1") == RUNNING and batch.direct_calls[-1] == "1"
+
+
+def test_a_job_changed_by_the_server_is_queried_directly():
+    batch, clock = FakeBatch({"1": RUNNING}), Clock()
+    reg = make(batch, clock)
+    reg.track("1")
+    assert reg.status("1") == RUNNING
+    batch.jobs["1"] = JobInfo(JobStatus.HELD, hold_reason="suspended")  # e.g. BLAH_JOB_HOLD
+    reg.invalidate("1")
+    assert reg.status("1").status is JobStatus.HELD
+    assert batch.direct_calls == ["1"] and len(batch.bulk_calls) == 1
+
+
+def test_concurrent_requests_share_one_refresh():
+    batch, clock = FakeBatch({str(i): IDLE for i in range(50)}), Clock()
+    entered, release = threading.Event(), threading.Event()
+    bulk = batch.bulk
+
+    def slow_bulk(ids):
+        entered.set()
+        release.wait(30)
+        return bulk(ids)
+
+    reg = StatusRegistry(slow_bulk, batch.direct, interval=10, clock=clock)
+    for i in range(50):
+        reg.track(str(i))
+    results: dict[str, JobInfo] = {}
+    calling = threading.Semaphore(0)
+
+    def ask(i: str) -> None:
+        calling.release()
+        results[i] = reg.status(i)
+
+    threads = [threading.Thread(target=ask, args=(str(i),)) for i in range(50)]
+    for t in threads:
+        t.start()
+    assert entered.wait(30)
+    for _ in threads:  # every request has been made before the query answers
+        assert calling.acquire(timeout=30)
+    release.set()
+    for t in threads:
+        t.join(30)
+    assert len(results) == 50 and set(results.values()) == {IDLE}
+    assert len(batch.bulk_calls) == 1 and batch.direct_calls == []
+
+
+def test_outage_answers_last_known_states_within_the_limit():
+    batch, clock = FakeBatch({"1": RUNNING, "2": IDLE}), Clock()
+    reg = make(batch, clock, stale_limit=300)
+    reg.track("1")
+    reg.track("2")
+    assert reg.status("1") == RUNNING and reg.status("2") == IDLE
+    batch.down = True
+    clock.now += 10
+    assert reg.status("1") == RUNNING  # the refresh failed: last known state
+    assert reg.status("2") == IDLE
+    assert len(batch.bulk_calls) == 2  # one failed attempt, not one per request
+    with pytest.raises(DriverError, match="Unable to contact"):
+        reg.status("99")  # never known: asked directly, and that fails: an error, no guess
+    clock.now += 280  # 290 s after the states were last seen true
+    assert reg.status("1") == RUNNING
+    assert len(batch.bulk_calls) == 3  # retried once per interval
+    clock.now += 20  # 310 s
+    with pytest.raises(DriverError, match="not answered for 310 s"):
+        reg.status("1")
+    batch.down = False
+    batch.jobs["1"] = DONE
+    clock.now += 10
+    assert reg.status("1") == DONE  # recovered: the true state
+    assert reg.status("2") == IDLE
+
+
+def test_refresh_under_way_does_not_undo_a_newer_direct_answer():
+    batch, clock = FakeBatch({"1": RUNNING}), Clock()
+    reg = make(batch, clock)
+    reg.track("1")
+    held = JobInfo(JobStatus.HELD, hold_reason="suspended")
+
+    def bulk(ids):  # the job is held while the query runs, after it read the state
+        answer = {"1": RUNNING}
+        batch.jobs["1"] = held
+        clock.now += 1
+        reg.invalidate("1")
+        assert reg.status("1") == held  # the server's own hold: asked directly
+        return answer
+
+    reg.bulk = bulk
+    reg.refresh()
+    assert reg.status("1") == held
+
+
+def test_journal_keeps_tracked_jobs_and_states_across_a_restart(tmp_path):
+    journal = tmp_path / "state" / "status-registry.jsonl"
+    batch, clock = FakeBatch({"1": RUNNING, "2": DONE, "3": IDLE}), Clock()
+    reg = make(batch, clock, journal)
+    for i in "123":
+        reg.track(i)
+    assert reg.status("1") == RUNNING
+    # A new registry on the same journal (a restarted server), the batch system down.
+    batch.down = True
+    clock.now += 30
+    again = make(batch, clock, journal)
+    assert sorted(again.tracked()) == ["1", "2", "3"]
+    assert again.status("1") == RUNNING
+    assert again.status("2") == DONE
+    assert again.status("3") == IDLE
+    assert batch.direct_calls == []
+    batch.down = False
+    batch.jobs["1"] = DONE
+    clock.now += 10
+    assert again.status("1") == DONE
+
+
+def test_journal_is_compacted_and_tolerates_a_torn_line(tmp_path):
+    journal = tmp_path / "reg.jsonl"
+    batch, clock = FakeBatch({"1": IDLE}), Clock()
+    reg = make(batch, clock, journal)
+    reg.track("1")
+    for n in range(1100):  # many changes of one job
+        batch.jobs["1"] = JobInfo(JobStatus.RUNNING, wallclock_s=float(n))
+        clock.now += 10
+        reg.status("1")
+    assert len(journal.read_text().splitlines()) < 1100
+    with open(journal, "a") as fh:
+        fh.write('{"id": "2", "inf')  # a crash in the middle of a write
+    again = make(batch, clock, journal)
+    assert again.tracked() == ["1"]
+    assert again.status("1").wallclock_s == 1099.0
+
+
+def test_finished_jobs_are_forgotten_after_keep_finished(tmp_path):
+    journal = tmp_path / "reg.jsonl"
+    batch, clock = FakeBatch({"1": DONE, "2": IDLE}), Clock()
+    reg = make(batch, clock, journal, keep_finished=3600)
+    reg.track("1")
+    reg.track("2")
+    assert reg.status("1") == DONE
+    clock.now += 3601
+    assert sorted(make(batch, clock, journal, keep_finished=3600).tracked()) == ["2"]
+
+
+def test_info_json_round_trip():
+    info = JobInfo(JobStatus.COMPLETED, exit_signal=9, exit_reason="killed", wallclock_s=1.5)
+    assert info_from_json(info_to_json(info)) == info
