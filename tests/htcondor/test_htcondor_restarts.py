@@ -102,7 +102,7 @@ def cases(htcondors, jobdirs, emulator: Emulator) -> Iterator[dict[str, Case]]:
         for version, case in out.items():
             c = case.condor
             case.clusters["kill"] = c.submit(case.jobdir, _grid(
-                "executable = /bin/sh\narguments = \"-c 'sleep 12; echo survived; exit 4'\"\n"
+                "executable = /bin/sh\narguments = \"-c 'sleep 25; echo survived; exit 4'\"\n"
                 "output = kill.out\nerror = kill.err\nlog = kill.log\nqueue"), "kill.sub")
             if version == "9.12.0":
                 owned(c, case.jobdir / "in", "boinc input\n")
@@ -110,7 +110,7 @@ def cases(htcondors, jobdirs, emulator: Emulator) -> Iterator[dict[str, Case]]:
                 case.clusters["boinc"] = c.submit(case.jobdir, (
                     f"universe = grid\ngrid_resource = boinc {emulator.url}\n"
                     "boinc_authenticator_file = auth\nexecutable = worker\n"
-                    "arguments = --cpu_time 12\ntransfer_input_files = in\n"
+                    "arguments = --cpu_time 15\ntransfer_input_files = in\n"
                     "transfer_output_files = out\ntransfer_output_remaps = \"out = boinc.out\"\n"
                     "log = boinc.log\nqueue\n"), "boinc.sub")
         _drive(out, ["kill", "boinc"], kill=True)
@@ -130,13 +130,15 @@ def _drive(cases: dict[str, Case], keys: list[str], kill: bool = False) -> None:
                 ad = case.ads.get(key, {})
                 if not kill or key in case.killed or ad.get("JobStatus") != RUNNING:
                     continue
+                if key == "kill" and "boinc" in case.clusters and "boinc" not in case.killed:
+                    continue  # one GAHP death at a time: boinc-gahp's first (9.12)
                 grid_id = ad.get("GridJobId", "")
                 case.first_grid_id[key] = grid_id
                 if key == "boinc":
                     batch = grid_id.split()[-1].rsplit("#", 1)[0]
-                    pid = gahp_pid(case.condor, "<- 'BOINC_SUBMIT ", batch)
-                else:
-                    pid = gahp_pid(case.condor, "-> '", f"'{grid_id.split()[-1]}'")
+                    pid = gahp_pid(case.condor, batch)
+                else:  # the GAHP that last spoke of the job (a dead one's pid is skipped)
+                    pid = gahp_pid(case.condor, grid_id.split()[-1])
                 if pid and alive(pid):
                     os.kill(pid, signal.SIGKILL)
                     case.killed[key] = pid
