@@ -57,21 +57,24 @@ def need_htcondor(htcondors) -> Callable[[str], HTCondor]:
 
 @pytest.fixture(scope="session")
 def jobdirs() -> Iterator[Callable[[HTCondor, str], Path]]:
-    """``make(condor, name)``: a fresh job directory the job owner can write."""
-    JOBS_ROOT.mkdir(parents=True, exist_ok=True)
-    JOBS_ROOT.chmod(0o755)
-    session = Path(tempfile.mkdtemp(prefix="run-", dir=JOBS_ROOT))
-    session.chmod(0o755)
+    """``make(condor, name)``: a fresh job directory the job owner can write (under one
+    directory per session, made on first use and removed at the end)."""
+    session: list[Path] = []
 
     def make(condor: HTCondor, name: str) -> Path:
-        d = session / f"{condor.version}-{name}"
+        if not session:
+            JOBS_ROOT.mkdir(parents=True, exist_ok=True)
+            JOBS_ROOT.chmod(0o755)
+            session.append(Path(tempfile.mkdtemp(prefix="run-", dir=JOBS_ROOT)))
+            session[0].chmod(0o755)
+        d = session[0] / f"{condor.version}-{name}"
         d.mkdir(parents=True)
         os.chown(d, condor.uid, condor.gid)
         return d
 
     yield make
-    if os.environ.get("GAHP_HTCONDOR_KEEP") != "1":
-        shutil.rmtree(session, ignore_errors=True)
+    if session and os.environ.get("GAHP_HTCONDOR_KEEP") != "1":
+        shutil.rmtree(session[0], ignore_errors=True)
 
 
 @pytest.fixture(scope="module")
