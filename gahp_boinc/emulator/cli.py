@@ -50,8 +50,9 @@ def build_parser() -> argparse.ArgumentParser:
                    " truncated body like BOINC 8.3 on PHP 8 (default), 'full' = answer")
     p.add_argument("--mod-time-resolution", type=float, default=1.0, metavar="S",
                    help="granularity of job mod_time (MySQL TIMESTAMP: 1 s, the default)")
-    p.add_argument("--add-user", action="append", default=[], metavar="NAME[:nosubmit]",
-                   help="create another user (repeatable)")
+    p.add_argument("--add-user", action="append", default=[],
+                   metavar="NAME[:nosubmit][:AUTHENTICATOR]",
+                   help="create another user, optionally with a given authenticator (repeatable)")
     p.add_argument("--fault", action="append", default=[],
                    metavar="KIND[,count=N][,rpc=NAME][,seconds=S]",
                    help="inject a fault into the next matching requests (repeatable)")
@@ -100,8 +101,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             srv.inject_fault(f.kind, f.count, f.rpc, f.seconds)
         lines = [f"URL {srv.url}", f"AUTHENTICATOR {srv.authenticator}"]
         for spec in args.add_user:
-            name, _, flag = spec.partition(":")
-            lines.append(f"USER {name} {srv.add_user(name, submit_access=flag != 'nosubmit')}")
+            name, *flags = spec.split(":")
+            auth = next((f for f in flags if f and f != "nosubmit"), None)
+            lines.append(f"USER {name} "
+                         f"{srv.add_user(name, 'nosubmit' not in flags, authenticator=auth)}")
         print("\n".join(lines), flush=True)
         print(f"boinc-emulator: serving {srv.url} (state in {srv.state_dir}); "
               "stop with Ctrl-C or SIGTERM", file=sys.stderr, flush=True)

@@ -26,6 +26,7 @@ from .store import BATCH_INIT, NewJob, Store
 
 _VALID_NAME = re.compile(r"^[A-Za-z0-9_\-. ]+$")
 _INT = re.compile(r"^\s*([+-]?\d+)")
+_NUMERIC = re.compile(r"^\s*([+-]?(\d+(\.\d*)?|\.\d+)([eE][+-]?\d+)?)\s*$")
 _FLOAT = re.compile(r"^\s*([+-]?(\d+\.?\d*([eE][+-]?\d+)?|\.\d+([eE][+-]?\d+)?))")
 
 
@@ -50,6 +51,39 @@ def php_int(s: str | None) -> int:
 def php_double(s: str | None) -> float:
     m = _FLOAT.match(s or "")
     return float(m.group(1)) if m else 0.0
+
+
+def php_get_int(q: dict[str, str], name: str) -> int | None:
+    """BOINC's ``get_int()``: the parameter as an int, None when missing or not numeric."""
+    m = _NUMERIC.match(q.get(name, ""))
+    return int(float(m.group(1))) if m else None
+
+
+def fanout_dir(name: str, fanout: int = 1024) -> str:
+    """The download/upload fan-out directory of a file name (BOINC's dir_hier_path)."""
+    return f"{int(hashlib.md5(name.encode()).hexdigest()[:8], 16) % fanout:x}"
+
+
+def job_words(line: str) -> list[str]:
+    """Split a job line as BOINC's job creator does: words separated by white space, a word
+    opened by a quote (double or single) runs to the next same quote."""
+    words: list[str] = []
+    i, n = 0, len(line)
+    while i < n:
+        if line[i].isspace():
+            i += 1
+        elif line[i] in "\"'":
+            j = line.find(line[i], i + 1)
+            j = n if j < 0 else j
+            words.append(line[i + 1:j])
+            i = j + 1
+        else:
+            j = i
+            while j < n and not line[j].isspace():
+                j += 1
+            words.append(line[i:j])
+            i = j
+    return words
 
 
 def valid_filename(name: str) -> bool:
@@ -102,7 +136,7 @@ class Project:
         """submit_rpc_handler.php"""
         root = parse_request(req)
         if root is None:
-            return replies.error(f"can't parse request message: {req}")
+            return replies.error(f"can't parse request message: {replies.htmlspecialchars(req)}")
         handler = self._submit_rpcs.get(root.tag)
         if handler is None:
             return replies.error("bad command")
@@ -112,12 +146,16 @@ class Project:
         """job_file.php"""
         root = parse_request(req)
         if root is None:
-            return replies.error(f"can't parse request message: {req}")
+            # job_file.php's own xml_error() adds where it failed
+            where = (("file", str(self.store.dir / "html" / "user" / "job_file.php")),
+                     ("line", "302"))
+            return replies.error(
+                f"can't parse request message: {replies.htmlspecialchars(req)}", extra=where)
         if root.tag == "query_files":
             return self._run(root.tag, lambda: self.query_files(root))
         if root.tag == "upload_files":
             return self._run(root.tag, lambda: self.upload_files(root, files))
-        return replies.error("bad command")
+        return replies.error("no such action")
 
     @staticmethod
     def _run(cmd: str, fn: Callable[[], Reply]) -> Reply:
@@ -130,7 +168,9 @@ class Project:
 
     # -- permissions and lookups --
 
-    def _user(self, r: ET.Element, no_access: str = "no submit access") -> sqlite3.Row:
+    def _user(self, r: ET.Element, no_access: str = "no file access") -> sqlite3.Row:
+        """The requesting user; RPCs naming an app say ``no submit access`` to a user without
+        submit rights, the others (as job_file.php) ``no file access``."""
         auth = _text(r, "authenticator")
         if not auth:
             raise RpcError("no authenticator")
@@ -147,10 +187,11 @@ class Project:
             raise RpcError(f"app not found: {name}")
         return app
 
-    def _wu(self, name: str, user: sqlite3.Row | None = None) -> sqlite3.Row:
+    def _wu(self, name: str, user: sqlite3.Row | None = None, missing: str = "no job {name}"
+            ) -> sqlite3.Row:
         wu = self.store.wu_by_name(name)
         if wu is None:
-            raise RpcError(f"no job {name}")
+            raise RpcError(missing.format(name=name))
         if user is not None:
             owner = self.store.owner_of_wu(wu)
             if owner is None or owner["id"] != user["id"]:
@@ -178,17 +219,17 @@ class Project:
     def get_templates(self, r: ET.Element) -> Reply:
         app_name = _text(r, "app_name")
         if not app_name:
-            wu = self._wu(_text(r, "job_name"))
+            wu = self._wu(_text(r, "job_name"), missing="job not found: {name}")
             row = self.store.one("SELECT name FROM app WHERE id=?", wu["app_id"])
             app_name = row["name"] if row else ""
         app = self._app(app_name)
-        self._user(r)
+        self._user(r, "no submit access")
         spec = APPS[app["name"]]
         return replies.templates(spec.input_template(self.config.quorum), spec.output_template())
 
     def create_batch(self, r: ET.Element) -> Reply:
         app = self._app(_text(r, "app_name"))
-        user = self._user(r)
+        user = self._user(r, "no submit access")
         bid = self.store.create_batch(
             user["id"], app["id"], _text(r, "batch_name"), php_double(_text(r, "expire_time"))
         )
@@ -198,7 +239,7 @@ class Project:
         b = r.find("batch")
         b = b if b is not None else ET.Element("batch")
         app = self._app(_text(b, "app_name"))
-        user = self._user(r)
+        user = self._user(r, "no submit access")
         spec = APPS[app["name"]]
         jobs = []
         for i, j in enumerate(b.findall("job")):
@@ -224,7 +265,7 @@ class Project:
             if len(j.inputs) != need:
                 raise RpcError(
                     f"wrong # of input files for job {i}: need {need}, got {len(j.inputs)}")
-        self._check_create_work(jobs)
+        self._check_create_work(jobs, app["id"], bid)
         if not bid:
             name = _text(b, "batch_name") or f"batch_{int(self.store.clock())}"
             bid = self.store.create_batch(user["id"], app["id"], name, 0)
@@ -236,21 +277,47 @@ class Project:
         self.store.submit(bid, app["id"], jobs, self.config.quorum, params)
         return replies.batch_id("submit_batch", bid)
 
-    def _check_create_work(self, jobs: Sequence[NewJob]) -> None:
-        """What makes BOINC's create_work fail: names, quoting, missing staged files."""
-        seen: set[str] = set()
+    def _check_create_work(self, jobs: Sequence[NewJob], app_id: int, batch_id: int) -> None:
+        """Fail as BOINC's job creator does: it reads each job as a line of words (the command
+        line in double quotes, unescaped, then the input files), reads every input file, then
+        inserts all jobs at once (a taken name fails the insert)."""
         for j in jobs:
-            if j.name in seen:
-                raise RpcError(f"create_work failed: duplicate job name {j.name}")
-            seen.add(j.name)
-            if '"' in j.command_line:
+            words = job_words(f'--command_line "{j.command_line}" ' + " ".join(j.inputs))
+            for src in words[2:]:
+                if not valid_filename(src) or not self.store.file_path(src).is_file():
+                    raise RpcError(self._missing_input(src))
+            if words[1:2] != [j.command_line]:
                 raise RpcError(f"create_work failed: bad command line for job {j.name}")
-        dup = self.store.existing_job_names([j.name for j in jobs])
-        if dup:
-            raise RpcError(f"create_work failed: job name {dup[0]} already exists")
-        for src in sorted({s for j in jobs for s in j.inputs}):
-            if not valid_filename(src) or not self.store.file_path(src).is_file():
-                raise RpcError(f"create_work failed: staged file {src} not found")
+        taken = set(self.store.existing_job_names([j.name for j in jobs]))
+        for j in jobs:
+            if j.name in taken:
+                raise RpcError(self._duplicate_job(j.name, jobs, app_id, batch_id))
+            taken.add(j.name)
+
+    def _missing_input(self, name: str) -> str:
+        """create_work's report of an input file it cannot read (BOINC 8.3's text)."""
+        flat = f"{self.store.download_dir}/{name}"
+        hier = f"{self.store.download_dir}/{fanout_dir(name)}/{name}"
+        return (f"create_work failed: md5_file: can't open {hier}\n"
+                "md5_file: No such file or directory\n"
+                "process_input_template: md5_file fopen() failed\n"
+                "process_input_template(): fopen() failed\n"
+                "create_work() failed: -108\n"
+                f"copy {flat} to {hier}\n")
+
+    def _duplicate_job(
+        self, name: str, jobs: Sequence[NewJob], app_id: int, batch_id: int
+    ) -> str:
+        """create_work's report of a failed insert: the database error and the query."""
+        now = int(self.store.clock())
+        rows = ",".join(
+            f"(0, {now}, {app_id}, '{j.name}', '<workunit>\n<command_line>\n{j.command_line}\n"
+            f"</command_line>\n</workunit>', {batch_id})" for j in jobs)
+        dup = f"Duplicate entry '{name}' for key 'name'"
+        return (f"create_work failed: Database error: {dup}\n"
+                f"query=insert into workunit values {rows}\n"
+                "wu.insert_batch() failed: 1\n"
+                f"MySQL error: {dup}\n")
 
     def query_batches(self, r: ET.Element) -> Reply:
         user = self._user(r)
@@ -282,7 +349,7 @@ class Project:
 
     def query_completed_job(self, r: ET.Element) -> Reply:
         user = self._user(r)
-        wu = self._wu(_text(r, "job_name"), user)
+        wu = self._wu(_text(r, "job_name"), user, missing="no such job")
         if wu["canonical_resultid"]:
             res = self.store.result(wu["canonical_resultid"])
         elif self.config.completed_job_mode == "crash":
@@ -299,10 +366,18 @@ class Project:
             res["cpu_time"], res["stderr_out"])
 
     def abort_jobs(self, r: ET.Element) -> Reply:
+        """One job after the other, as the real page: the jobs before an unknown one stay
+        aborted and are listed before the error."""
         user = self._user(r)
-        wus = [self._wu(n, user) for n in _texts(r, "job_name")]
-        self.store.abort([w["id"] for w in wus])
-        return replies.abort_jobs(w["name"] for w in wus)
+        done: list[str] = []
+        for name in _texts(r, "job_name"):
+            try:
+                wu = self._wu(name, user)
+            except RpcError as e:
+                return replies.abort_jobs(done, e)
+            self.store.abort([wu["id"]])
+            done.append(wu["name"])
+        return replies.abort_jobs(done)
 
     def retire_batch(self, r: ET.Element) -> Reply:
         user = self._user(r)
@@ -322,7 +397,7 @@ class Project:
         return hashlib.md5(self.store.file_path(name).read_bytes()).hexdigest()
 
     def query_files(self, r: ET.Element) -> Reply:
-        self._user(r, "no file access")
+        self._user(r)
         delete_time = php_int(_text(r, "delete_time"))
         batch_id = php_int(_text(r, "batch_id"))
         absent = []
@@ -352,7 +427,7 @@ class Project:
         return replies.query_files(absent)
 
     def upload_files(self, r: ET.Element, files: Sequence[FilePart]) -> Reply:
-        self._user(r, "no file access")
+        self._user(r)
         delete_time = php_int(_text(r, "delete_time"))
         batch_id = php_int(_text(r, "batch_id"))
         names = _texts(r, "phys_name")
@@ -393,35 +468,38 @@ class Project:
 
     def get_output(self, q: dict[str, str]) -> Reply:
         cmd = q.get("cmd", "")
-        try:
-            if cmd == "workunit_file":
-                wu_name = q.get("wu_name", "")
-                wu = self.store.wu_by_name(wu_name)
-                if wu is None:
-                    return replies.download_error(f"no workunit {wu_name}")
-                owner = self.store.owner_of_wu(wu)
-                if owner is None or owner["authenticator"] != q.get("auth_str"):
-                    return replies.download_error("bad authenticator")
-                if not wu["canonical_resultid"]:
-                    return replies.download_error(f"no canonical result for wu {wu['name']}")
-                res = self.store.result(wu["canonical_resultid"])
-                return self._result_file(res, int(q.get("file_num", "0") or 0))
-            if cmd == "result_file":
-                name = q.get("result_name", "")
-                res = self.store.result_by_name(name)
-                if res is None:
-                    return replies.download_error(f"no job instance {name}")
-                wu = self.store.one("SELECT * FROM workunit WHERE id=?", res["workunit_id"])
-                owner = self.store.owner_of_wu(wu) if wu else None
-                expect = hashlib.md5(
-                    ((owner["authenticator"] if owner else "") + res["name"]).encode()
-                ).hexdigest()
-                if owner is None or q.get("auth_str") != expect:
-                    return replies.download_error("bad authenticator")
-                return self._result_file(res, int(q.get("file_num", "0") or 0))
-        except ValueError:
-            return replies.download_error("bad file_num")
-        return replies.download_error("bad command")
+        if cmd == "workunit_file":
+            file_num = php_get_int(q, "file_num")
+            if file_num is None:
+                return replies.missing_arg("file_num")
+            wu_name = q.get("wu_name", "")
+            wu = self.store.wu_by_name(wu_name)
+            if wu is None:
+                return replies.download_error(f"no workunit {wu_name}")
+            owner = self.store.owner_of_wu(wu)
+            if owner is None or owner["authenticator"] != q.get("auth_str"):
+                return replies.download_error("bad authenticator")
+            if not wu["canonical_resultid"]:
+                return replies.download_error(f"no canonical result for wu {wu['name']}")
+            res = self.store.result(wu["canonical_resultid"])
+            return self._result_file(res, file_num)
+        if cmd == "result_file":
+            file_num = php_get_int(q, "file_num")
+            if file_num is None:
+                return replies.missing_arg("file_num")
+            name = q.get("result_name", "")
+            res = self.store.result_by_name(name)
+            if res is None:
+                return replies.download_error(f"no job instance {name}")
+            wu = self.store.one("SELECT * FROM workunit WHERE id=?", res["workunit_id"])
+            owner = self.store.owner_of_wu(wu) if wu else None
+            expect = hashlib.md5(
+                ((owner["authenticator"] if owner else "") + res["name"]).encode()
+            ).hexdigest()
+            if owner is None or q.get("auth_str") != expect:
+                return replies.download_error("bad authenticator")
+            return self._result_file(res, file_num)
+        return replies.plain("bad command\n")
 
     def _outputs(self, res: sqlite3.Row | None) -> list[list[str]]:
         return json.loads(res["output_files"]) if res is not None else []
@@ -429,7 +507,9 @@ class Project:
     def _result_file(self, res: sqlite3.Row | None, file_num: int) -> Reply:
         outs = self._outputs(res)
         if not 0 <= file_num < len(outs):
-            return replies.download_error(f"bad file num: {file_num} > {len(outs)}")
+            # BOINC 8.3 does not check the index: the empty file name resolves to a fan-out
+            # directory, whose name and size (4096) are announced before the read fails.
+            return replies.broken_download(fanout_dir(""), 4096)
         phys, _logical, rel = outs[file_num]
         path = self.store.upload_dir / rel
         if not path.is_file():
@@ -437,34 +517,44 @@ class Project:
         return replies.download(path.read_bytes(), phys)
 
     def get_output2(self, q: dict[str, str]) -> Reply:
-        """get_output2.php: cmd=workunit (wu_id) or cmd=file (result_id, file_num); raw auth."""
+        """get_output2.php: cmd=workunit (wu_id) or cmd=file (result_id, file_num); raw auth.
+
+        Unlike BOINC 8.3, which serves these files whatever ``auth`` says, the emulator
+        checks that ``auth`` is the owner's authenticator.
+        """
         cmd = q.get("cmd", "")
         try:
             if cmd == "workunit":
-                wu = self.store.one("SELECT * FROM workunit WHERE id=?", int(q.get("wu_id", "0")))
+                wu_id = php_get_int(q, "wu_id")
+                if wu_id is None:
+                    return replies.missing_arg("wu_id")
+                wu = self.store.one("SELECT * FROM workunit WHERE id=?", wu_id)
                 if wu is None:
-                    return replies.download_error("no such job")
+                    return replies.plain("no workunit for ")  # sic: BOINC 8.3 omits the id
                 self._check_auth2(wu, q)
                 if not wu["canonical_resultid"]:
-                    return replies.download_error(f"no canonical result for wu {wu['name']}")
-                res = self.store.result(wu["canonical_resultid"])
-                return self._bundle(res)
+                    # the archive of no instance's outputs: an empty ".zip"
+                    return replies.download(b"", ".zip")
+                return self._bundle(self.store.result(wu["canonical_resultid"]))
             if cmd == "file":
-                res = self.store.result(int(q.get("result_id", "0")))
+                file_num = php_get_int(q, "file_num")
+                if file_num is None:
+                    return replies.missing_arg("file_num")
+                result_id = php_get_int(q, "result_id")
+                if result_id is None:
+                    return replies.missing_arg("result_id")
+                res = self.store.result(result_id)
                 if res is None:
-                    return replies.download_error("no such job instance")
+                    return replies.plain(f"no result {result_id}")
                 wu = self.store.one("SELECT * FROM workunit WHERE id=?", res["workunit_id"])
                 self._check_auth2(wu, q)
                 outs = self._outputs(res)
-                n = int(q.get("file_num", "0"))
-                if not 0 <= n < len(outs):
-                    return replies.download_error(f"bad file num: {n} > {len(outs)}")
-                return self._named_file(res, outs[n])
+                if not 0 <= file_num < len(outs):
+                    return replies.broken_download(f"{res['name']}__", 4096)
+                return self._named_file(res, outs[file_num])
         except RpcError as e:
             return replies.download_error(e.msg)
-        except ValueError:
-            return replies.download_error("bad argument")
-        return replies.download_error("bad command")
+        return replies.plain("bad cmd\n")
 
     def _check_auth2(self, wu: sqlite3.Row | None, q: dict[str, str]) -> None:
         owner = self.store.owner_of_wu(wu) if wu is not None else None

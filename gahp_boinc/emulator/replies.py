@@ -27,6 +27,8 @@ class Reply:
     headers: tuple[tuple[str, str], ...] = ()
     #: answer with an ``HTTP/1.0`` status line and close, as Apache does after a PHP crash
     crashed: bool = False
+    #: a Content-Length announced but not honoured: the body is cut short, the connection closed
+    declared_length: int | None = None
 
 
 class RpcError(Exception):
@@ -83,9 +85,18 @@ def _close(cmd: str) -> str:
     return f"\n        </{cmd}>\n    "
 
 
-def error(msg: str, num: int = -1, cmd: str | None = None) -> Reply:
-    """``xml_error()``: inside the command element if it was opened, else alone."""
-    err = f"<error>\n    <error_num>{num}</error_num>\n    <error_msg>{msg}</error_msg>\n</error>\n"
+def _error_xml(msg: str, num: int = -1, extra: Iterable[tuple[str, str]] = ()) -> str:
+    more = "".join(f"    <{k}>{v}</{k}>\n" for k, v in extra)
+    return (f"<error>\n    <error_num>{num}</error_num>\n    <error_msg>{msg}</error_msg>\n"
+            f"{more}</error>\n")
+
+
+def error(
+    msg: str, num: int = -1, cmd: str | None = None, extra: Iterable[tuple[str, str]] = ()
+) -> Reply:
+    """``xml_error()``: inside the command element if it was opened, else alone; ``extra``
+    elements (file, line) follow the message."""
+    err = _error_xml(msg, num, extra)
     if cmd is None:
         return xml(err)
     return xml(f"<{cmd}>\n{err}</{cmd}>\n")
@@ -133,9 +144,12 @@ def query_batch2(server_time: float, batches: Iterable[list[tuple[str, str]]]) -
     return xml("".join(parts))
 
 
-def abort_jobs(names: Iterable[str]) -> Reply:
+def abort_jobs(names: Iterable[str], failed: RpcError | None = None) -> Reply:
+    """The aborted jobs, then success, or the error that stopped the page."""
     # "<aborted NAME>" is not well-formed XML: the real page prints exactly this.
     aborted = "".join(f"<aborted {n}>\n" for n in names)
+    if failed is not None:
+        return xml(f"<abort_jobs>\n{aborted}{_error_xml(failed.msg, failed.num)}</abort_jobs>\n")
     return xml(f"<abort_jobs>\n{aborted}<success>1</success>" + _close("abort_jobs"))
 
 
@@ -160,7 +174,7 @@ def batch_params(b: dict, get_cpu_time: bool) -> str:
         f"        <state>{b['state']}</state>\n"
         f"        <completion_time>{db_float(b['completion_time'])}</completion_time>\n"
         f"        <credit_estimate>0</credit_estimate>\n"
-        f"        <credit_canonical>0</credit_canonical>\n"
+        f"        <credit_canonical>{php_float(b.get('credit_canonical', 0))}</credit_canonical>\n"
         f"        <name>{b['name']}</name>\n"
         f"        <app_name>{b['app_name']}</app_name>\n"
     )
@@ -238,16 +252,33 @@ def download_error(msg: str) -> Reply:
     return Reply(body=f"ERROR: {msg}".encode(), content_type=HTML_TYPE)
 
 
-def download(data: bytes, filename: str) -> Reply:
-    return Reply(
-        body=data,
-        content_type=OCTET_TYPE,
-        headers=(
-            ("Content-Description", "File Transfer"),
-            ("Content-Disposition", f"attachment; filename={filename}"),
-            ("Content-Transfer-Encoding", "binary"),
-            ("Expires", "0"),
-            ("Cache-Control", "must-revalidate, post-check=0, pre-check=0"),
-            ("Pragma", "public"),
-        ),
+def plain(text: str) -> Reply:
+    """A bare text/html body (what a PHP page echoes before ``exit``)."""
+    return Reply(body=text.encode(), content_type=HTML_TYPE)
+
+
+def missing_arg(name: str) -> Reply:
+    """BOINC's ``get_int()`` on a missing or non-numeric parameter: a redirect."""
+    return Reply(body=b"", status=302, content_type=HTML_TYPE,
+                 headers=(("Location", f"missing_arg_{name}.html"),))
+
+
+def _download_headers(filename: str) -> tuple[tuple[str, str], ...]:
+    return (
+        ("Content-Description", "File Transfer"),
+        ("Content-Disposition", f"attachment; filename={filename}"),
+        ("Content-Transfer-Encoding", "binary"),
+        ("Expires", "0"),
+        ("Cache-Control", "must-revalidate, post-check=0, pre-check=0"),
+        ("Pragma", "public"),
     )
+
+
+def download(data: bytes, filename: str) -> Reply:
+    return Reply(body=data, content_type=OCTET_TYPE, headers=_download_headers(filename))
+
+
+def broken_download(filename: str, size: int) -> Reply:
+    """Download headers announcing ``size`` bytes, then nothing (the read failed)."""
+    return Reply(body=b"", content_type=OCTET_TYPE, headers=_download_headers(filename),
+                 declared_length=size)

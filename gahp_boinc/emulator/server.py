@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import gzip
 import ipaddress
 import re
 import shutil
@@ -30,6 +31,8 @@ from .store import Store
 from .volunteer import Volunteer
 
 SERVER_HEADER = "Apache/2.4 (boinc-emulator)"
+_DEFLATE_TYPES = frozenset({"text/html", "text/plain", "text/xml", "application/xml"})
+_DEFLATE_MIN = 68  # mod_deflate leaves bodies of at most this many bytes alone
 _ROOT_TAG = re.compile(rb"^\s*(?:<\?xml[^>]*\?>\s*)?<([A-Za-z_][\w.-]*)")
 _SECRET = re.compile(r"((?:auth|auth_str|authenticator)=)[^&\s]*")
 
@@ -46,6 +49,19 @@ def is_loopback(host: str) -> bool:
         return False
     return bool(infos) and all(
         ipaddress.ip_address(str(i[4][0]).split("%")[0]).is_loopback for i in infos)
+
+
+def _accepts_gzip(value: str) -> bool:
+    """True when an Accept-Encoding header value admits gzip."""
+    for item in value.split(","):
+        coding, _, params = item.partition(";")
+        if coding.strip().lower() in ("gzip", "x-gzip", "*"):
+            q = params.strip().removeprefix("q=").strip()
+            try:
+                return not q or float(q) > 0
+            except ValueError:
+                return True
+    return False
 
 
 class _HTTPServer(ThreadingHTTPServer):
@@ -171,10 +187,20 @@ class _Handler(BaseHTTPRequestHandler):
         else:
             status_line = f"HTTP/1.1 {reply.status} {HTTPStatus(reply.status).phrase}"
         headers = [("Date", formatdate(usegmt=True)), ("Server", SERVER_HEADER)]
-        if reply.content_type == replies.XML_TYPE and not reply.crashed:
+        # Apache's mod_deflate (Debian's default configuration): text replies longer than
+        # 68 bytes vary on Accept-Encoding and are gzipped for clients that accept it.
+        text = reply.content_type.split(";")[0].strip() in _DEFLATE_TYPES
+        if text and not reply.crashed and len(body) > _DEFLATE_MIN:
             headers.append(("Vary", "Accept-Encoding"))
+            if _accepts_gzip(self.headers.get("Accept-Encoding", "")):
+                body = gzip.compress(body, mtime=0)
+                headers.append(("Content-Encoding", "gzip"))
         headers += list(reply.headers)
-        headers.append(("Content-Length", str(len(body))))
+        if reply.declared_length is not None:
+            headers.append(("Content-Length", str(reply.declared_length)))
+            closing = True
+        else:
+            headers.append(("Content-Length", str(len(body))))
         if closing:
             headers.append(("Connection", "close"))
         headers.append(("Content-Type", reply.content_type))
@@ -344,9 +370,12 @@ class EmulatorServer:
         """The default user's authenticator (submit access)."""
         return self._store().default_authenticator()
 
-    def add_user(self, name: str, submit_access: bool = True) -> str:
-        """Create (or update) a user; return its authenticator."""
-        return self._store().add_user(name, submit_access)
+    def add_user(
+        self, name: str, submit_access: bool = True, authenticator: str | None = None
+    ) -> str:
+        """Create (or update) a user; return its authenticator (``authenticator``, e.g. a real
+        project's, or a random one)."""
+        return self._store().add_user(name, submit_access, authenticator=authenticator)
 
     def pause_volunteer(self) -> None:
         """No job instance is sent after this returns; running ones finish."""

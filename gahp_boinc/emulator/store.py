@@ -28,6 +28,10 @@ BATCH_INIT, BATCH_IN_PROGRESS, BATCH_COMPLETE, BATCH_ABORTED, BATCH_RETIRED = 0,
 UNSENT, IN_PROGRESS, OVER = 2, 4, 5  # result.server_state
 SUCCESS, CLIENT_ERROR, DIDNT_NEED = 1, 3, 5  # result.outcome
 WU_TOO_MANY_TOTAL, WU_CANCELLED = 8, 16  # workunit.error_mask bits
+#: the simulated volunteer host's memory and free disk (bytes)
+HOST_MEMORY, HOST_DISK = 16e9, 1e12
+#: credit granted per elapsed second: 200 cobblestones a day per GFLOPS, a 4.3 GFLOPS host
+CREDIT_PER_SECOND = 200 / 86400 * 4.3
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS user (
@@ -159,13 +163,18 @@ class Store:
 
     # -- users and apps --
 
-    def add_user(self, name: str, submit: bool, is_default: bool = False) -> str:
+    def add_user(
+        self, name: str, submit: bool, is_default: bool = False, authenticator: str | None = None
+    ) -> str:
+        """Create or update a user; ``authenticator`` (default: random) sets its key."""
         with self.tx() as db:
             row = db.execute("SELECT authenticator FROM user WHERE name=?", (name,)).fetchone()
             if row:
-                db.execute("UPDATE user SET submit=? WHERE name=?", (int(submit), name))
-                return str(row[0])
-            auth = secrets.token_hex(16)
+                auth = authenticator or str(row[0])
+                db.execute("UPDATE user SET submit=?, authenticator=? WHERE name=?",
+                           (int(submit), auth, name))
+                return auth
+            auth = authenticator or secrets.token_hex(16)
             db.execute(
                 "INSERT INTO user(name, authenticator, submit, is_default) VALUES (?,?,?,?)",
                 (name, auth, int(submit), int(is_default)),
@@ -221,6 +230,9 @@ class Store:
                 d["total_cpu_time"] = self.db.execute(
                     "SELECT COALESCE(SUM(r.cpu_time), 0) FROM result r JOIN workunit w"
                     " ON w.id=r.workunit_id WHERE w.batch_id=?", (batch["id"],)).fetchone()[0]
+            d["credit_canonical"] = CREDIT_PER_SECOND * self.db.execute(
+                "SELECT COALESCE(SUM(r.elapsed_time), 0) FROM workunit w JOIN result r"
+                " ON r.id=w.canonical_resultid WHERE w.batch_id=?", (batch["id"],)).fetchone()[0]
         finished = counts.get("DONE", 0) + counts.get("ERROR", 0)
         d["nerror_jobs"] = counts.get("ERROR", 0)
         d["fraction_done"] = finished / d["njobs"] if d["njobs"] else 0
@@ -372,14 +384,18 @@ class Store:
     # -- volunteer side --
 
     def claim(self, unsent_before: float) -> Claim | None:
-        """Mark the oldest sendable instance IN_PROGRESS and return it."""
+        """Mark the oldest sendable instance IN_PROGRESS and return it. As BOINC's scheduler,
+        never send a job whose memory or disk bound exceeds what the volunteer host has."""
         with self.tx() as db:
             row = db.execute(
                 "SELECT r.id, r.name, w.id AS wu_id, w.name AS wu_name, a.name AS app_name,"
                 " w.command_line, w.input_files FROM result r"
                 " JOIN workunit w ON w.id=r.workunit_id JOIN app a ON a.id=w.app_id"
-                " WHERE r.server_state=? AND w.create_time<=? ORDER BY r.id LIMIT 1",
-                (UNSENT, unsent_before),
+                " WHERE r.server_state=? AND w.create_time<=?"
+                " AND COALESCE(json_extract(w.job_params, '$.rsc_memory_bound'), 0) <= ?"
+                " AND COALESCE(json_extract(w.job_params, '$.rsc_disk_bound'), 0) <= ?"
+                " ORDER BY r.id LIMIT 1",
+                (UNSENT, unsent_before, HOST_MEMORY, HOST_DISK),
             ).fetchone()
             if row is None:
                 return None

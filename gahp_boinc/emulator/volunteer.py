@@ -54,8 +54,10 @@ def format_stderr(log: str, exit_code: int) -> str:
     if exit_code:
         message = (f"<message>\nprocess exited with code {exit_code} "
                    f"({exit_code & 0xFFFFFFFF:#x}, {exit_code - 256})</message>\n")
+    # the client copies stderr.txt (its last line ends with a newline), then a newline
+    text = log + "\n" if log else ""
     return (f"\n<core_client_version>{CORE_CLIENT_VERSION}</core_client_version>\n<![CDATA[\n"
-            f"{message}<stderr_txt>\n{log}\n</stderr_txt>\n]]>\n")
+            f"{message}<stderr_txt>\n{text}\n</stderr_txt>\n]]>\n")
 
 
 class Volunteer:

@@ -40,7 +40,7 @@ def test_cli_serves_and_stops_cleanly(tmp_path: Path, sig: signal.Signals) -> No
         assert r.content == expected("ping")[1]
         r = httpx.post(url + "submit_rpc_handler.php", data={
             "request": f"<query_batches><authenticator>{user[2]}</authenticator></query_batches>"})
-        assert "no submit access" in r.text
+        assert "no file access" in r.text  # what BOINC 8.3 says to a non-submitter
     finally:
         proc.send_signal(sig)
         out, err = proc.communicate(timeout=10)

@@ -8,6 +8,8 @@ import re
 import time
 import zipfile
 
+import httpx
+import pytest
 from emu_helpers import Boinc, expected, phys_name
 
 from gahp_boinc.emulator import EmulatorServer
@@ -55,7 +57,7 @@ def test_stderr_is_html_escaped_in_cdata(server: EmulatorServer, boinc: Boinc) -
     assert m.group(1) == (
         "\n&lt;core_client_version&gt;7.20.5&lt;/core_client_version&gt;\n&lt;![CDATA[\n"
         "&lt;stderr_txt&gt;\nuppercase: 1 bytes; args: --repeat 1 &lt;a&amp;b&gt;\n"
-        "&lt;/stderr_txt&gt;\n]]&gt;\n")
+        "\n&lt;/stderr_txt&gt;\n]]&gt;\n")
 
 
 def test_two_inputs_two_outputs_and_zip(server: EmulatorServer, boinc: Boinc) -> None:
@@ -64,7 +66,14 @@ def test_two_inputs_two_outputs_and_zip(server: EmulatorServer, boinc: Boinc) ->
     assert server.wait_idle(20)
     assert boinc.output("cat", 0).content == b"one two"
     assert boinc.output("cat", 1).content == b"twoone "
-    assert boinc.output("cat", 2).text == "ERROR: bad file num: 2 > 2"
+    # as BOINC 8.3: no range check, download headers for a directory, then nothing
+    with boinc.http.stream("GET", boinc.url + "get_output.php", params={
+            "cmd": "workunit_file", "auth_str": boinc.auth, "wu_name": "cat",
+            "file_num": 2}) as r:
+        assert r.headers["content-disposition"] == "attachment; filename=d9"
+        assert r.headers["content-length"] == "4096"
+        with pytest.raises(httpx.RemoteProtocolError):
+            r.read()
     with zipfile.ZipFile(io.BytesIO(boinc.output("zip").content)) as z:
         assert z.read("input.txt") == b"zipped"
         assert z.read("upper.txt") == b"ZIPPED"

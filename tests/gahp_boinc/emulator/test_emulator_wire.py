@@ -99,7 +99,8 @@ def test_captured_session_replayed(server, boinc: Boinc) -> None:
     assert done.status_code == 200
     _, real = expected("query_completed_job_real_client")
     stderr = (b"\n&lt;core_client_version&gt;7.20.5&lt;/core_client_version&gt;\n&lt;![CDATA[\n"
-              b"&lt;stderr_txt&gt;\nworker: starting\nworker: done\n&lt;/stderr_txt&gt;\n]]&gt;\n")
+              b"&lt;stderr_txt&gt;\nworker: starting\nworker: done\n\n&lt;/stderr_txt&gt;\n"
+              b"]]&gt;\n")
     want = re.sub(rb"(?s)<stderr_out><!\[CDATA\[.*   \]\]>",
                   b"<stderr_out><![CDATA[\n" + stderr.replace(b"\\", b"\\\\") + b"   ]]>", real)
     got = re.sub(rb"<(elapsed_time|cpu_time)>[0-9.e-]+<", rb"<\1>X<", done.content)
@@ -179,7 +180,7 @@ def test_error_replies_match_real_server(boinc: Boinc, name: str, make) -> None:
 
 def test_other_error_messages(boinc: Boinc) -> None:
     def msg(resp) -> str:
-        m = re.search(r"<error_msg>(.*)</error_msg>", resp.text)
+        m = re.search(r"<error_msg>(.*)</error_msg>", resp.text, re.S)
         assert m, resp.text
         return m.group(1)
 
@@ -199,7 +200,7 @@ def test_other_error_messages(boinc: Boinc) -> None:
     assert msg(boinc.submit(bid2, "concat", [("j", "", [A, A])])).startswith("create_work failed")
     assert msg(boinc.submit(999, "concat", [("z", "", [A, A])])) == "no batch 999"
     assert msg(boinc.query_files(["bad/name.txt"])) == "bad filename"
-    assert msg(boinc.call("query_completed_job", "<job_name>nope</job_name>\n")) == "no job nope"
+    assert msg(boinc.call("query_completed_job", "<job_name>nope</job_name>\n")) == "no such job"
     assert msg(boinc.call("get_templates", "<app_name>zzz</app_name>\n")) == "app not found: zzz"
     other = boinc.srv.add_user("other", True)
     assert msg(boinc.call("retire_batch", "<batch_name>b</batch_name>\n", auth=other)
