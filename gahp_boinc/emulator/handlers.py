@@ -442,8 +442,11 @@ class Project:
                 f"# of uploaded files ({len(by_field)}) doesn't agree with request ({len(names)})")
         for i, name in enumerate(names):
             part = by_field.get(f"file_{i}")
-            if part is None or len(part.data) > self.config.max_file_size:
+            if part is None:
                 raise RpcError(" is not an uploaded file")
+            if len(part.data) > self.config.max_file_size:
+                raise RpcError(f"{part.filename} upload failed because: The uploaded file "
+                               "exceeds upload_max_filesize of php.ini.")
             digest = hashlib.md5(part.data).hexdigest()
             path = self.store.file_path(name)
             if path.is_file():

@@ -252,6 +252,16 @@ def download_error(msg: str) -> Reply:
     return Reply(body=f"ERROR: {msg}".encode(), content_type=HTML_TYPE)
 
 
+def apache_not_found(server: str, host: str, port: int) -> bytes:
+    """The body of Apache 2.4's 404 page."""
+    return (
+        '<!DOCTYPE HTML PUBLIC "-//W3C//DTD HTML 4.01//EN" "http://www.w3.org/TR/html4/strict.dtd">'
+        "\n<html><head>\n<title>404 Not Found</title>\n</head><body>\n<h1>Not Found</h1>\n"
+        "<p>The requested URL was not found on this server.</p>\n<hr>\n"
+        f"<address>{server} Server at {host} Port {port}</address>\n</body></html>\n"
+    ).encode()
+
+
 def plain(text: str) -> Reply:
     """A bare text/html body (what a PHP page echoes before ``exit``)."""
     return Reply(body=text.encode(), content_type=HTML_TYPE)

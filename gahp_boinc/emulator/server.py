@@ -133,14 +133,12 @@ class _Handler(BaseHTTPRequestHandler):
         try:
             url = urlsplit(self.path)
             if not url.path.startswith(emu.project_path):
-                self._send(Reply(b"Not Found", 404, replies.HTML_TYPE))
+                self._send(self._not_found())
                 return
             endpoint = url.path[len(emu.project_path):]
             query = parse_query(url.query)
             form = parse_form(self.headers.get("Content-Type", ""), body) if body else Form({})
-            request = form.fields.get("request")
-            if request is None:
-                request = query.get("request", "")
+            request = form.fields.get("request", "")  # $_POST only: a query string is ignored
             rpc = endpoint.removesuffix(".php")
             if endpoint in ("submit_rpc_handler.php", "job_file.php"):
                 m = _ROOT_TAG.match(request.encode("utf-8", "replace"))
@@ -163,13 +161,19 @@ class _Handler(BaseHTTPRequestHandler):
             elif endpoint == "get_output2.php":
                 reply = project.get_output2(query)
             else:
-                reply = Reply(b"Not Found", 404, replies.HTML_TYPE)
+                reply = self._not_found()
             self._send(reply, fault)
         except Exception:  # noqa: BLE001 - report, never kill the server thread
             emu.errors.append(traceback.format_exc())
             emu._log(traceback.format_exc())
             with contextlib.suppress(OSError):
                 self._send(Reply(b"internal emulator error", 500, replies.HTML_TYPE))
+
+    def _not_found(self) -> Reply:
+        """Apache's page for a URL it has no file for."""
+        host, port = self.server.server_address[:2]
+        return Reply(replies.apache_not_found(SERVER_HEADER, str(host), int(port)), 404,
+                     "text/html; charset=iso-8859-1")
 
     # -- reply --
 
@@ -187,10 +191,11 @@ class _Handler(BaseHTTPRequestHandler):
         else:
             status_line = f"HTTP/1.1 {reply.status} {HTTPStatus(reply.status).phrase}"
         headers = [("Date", formatdate(usegmt=True)), ("Server", SERVER_HEADER)]
-        # Apache's mod_deflate (Debian's default configuration): text replies longer than
-        # 68 bytes vary on Accept-Encoding and are gzipped for clients that accept it.
+        # Apache's mod_deflate (Debian's default configuration): text pages longer than
+        # 68 bytes vary on Accept-Encoding and are gzipped for clients that accept it
+        # (not Apache's own error pages, nor a crashed PHP's).
         text = reply.content_type.split(";")[0].strip() in _DEFLATE_TYPES
-        if text and not reply.crashed and len(body) > _DEFLATE_MIN:
+        if text and reply.status == 200 and not reply.crashed and len(body) > _DEFLATE_MIN:
             headers.append(("Vary", "Accept-Encoding"))
             if _accepts_gzip(self.headers.get("Accept-Encoding", "")):
                 body = gzip.compress(body, mtime=0)

@@ -28,7 +28,7 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
-from urllib.parse import quote
+from urllib.parse import quote, urlencode
 
 import httpx
 import pytest
@@ -44,6 +44,7 @@ IN_A = f"differential input A {RUN}\n".encode()  # present after upload
 IN_B = f"differential input B {RUN}\n".encode()  # never uploaded
 LONG = f"this input is longer than thirty characters: {RUN}\n".encode()  # --early_exit fails
 EXPIRE = "1900000000.500000"
+BIG = bytes(range(256)) * (8 * 1024 * 4 + 16)  # a little over PHP's 8 MB post_max_size
 
 
 def phys(data: bytes, ext: str = ".txt") -> str:
@@ -117,6 +118,11 @@ class Side:
         return self._fetch("POST", page, content=body, headers={
             "Content-Type": f"multipart/form-data; boundary={BOUNDARY}"})
 
+    def post_form(self, page: str, request: str) -> Raw:
+        """POST ``request`` urlencoded (as curl -d does)."""
+        return self._fetch("POST", page, content=urlencode({"request": request}).encode(),
+                           headers={"Content-Type": "application/x-www-form-urlencoded"})
+
     def get(self, page_and_query: str) -> Raw:
         return self._fetch("GET", page_and_query)
 
@@ -150,6 +156,7 @@ class Side:
         text = re.sub(r"(&lt;stderr_txt&gt;\n).*?(\n?\n&lt;/stderr_txt&gt;)", r"\1#\2", text,
                       flags=re.S)
         text = text.replace(self.project_dir, "<PROJECT>")
+        text = re.sub(r"<address>.* Server at \S+ Port \d+</address>", "<address>#</address>", text)
         # create_work's report of a failed insert quotes the whole SQL (ids, times, XML)
         text = re.sub(r"\nquery=insert into workunit values .*?\n(wu\.insert_batch)",
                       r"\nquery=#\n\1", text, flags=re.S)
@@ -312,6 +319,10 @@ J1, J2, J3 = f"{RUN}_j1", f"{RUN}_j2", f"{RUN}_j3"
 # -- no account needed
 step("ping")(lambda c: c.side.post("submit_rpc_handler.php", "<ping> </ping>\n"))
 step("ping_get_no_request")(lambda c: c.side.get("submit_rpc_handler.php"))
+step("ping_urlencoded")(lambda c: c.side.post_form("submit_rpc_handler.php", "<ping> </ping>"))
+step("ping_in_query_string")(
+    lambda c: c.side.get("submit_rpc_handler.php?request=%3Cping%3E%20%3C%2Fping%3E"))
+step("no_such_page")(lambda c: c.side.get("submit_rpc_handler2.php"))
 step("malformed_request")(lambda c: c.side.post(
     "submit_rpc_handler.php", "<query_batch2>\n<authenticator>x</authenticator>\n"))
 step("bad_command")(lambda c: rpc(c, "launch_rockets"))
@@ -383,6 +394,14 @@ step("upload_files_already_there")(lambda c: _files(
 step("upload_files_name_twice")(lambda c: _files(
     c, "upload_files", [phys(IN_B + b"2"), phys(IN_B + b"2")], batch=None,
     files=[("file_0", "b.txt", IN_B + b"2"), ("file_1", "b.txt", IN_B + b"2")]))
+step("upload_files_too_many")(lambda c: _files(
+    c, "upload_files", [f"{RUN}_{i}.txt" for i in range(21)], batch=None,
+    files=[(f"file_{i}", f"f{i}.txt", b"%d" % i) for i in range(21)]))
+step("upload_files_too_big")(lambda c: _files(
+    c, "upload_files", [f"{RUN}_big.bin"], batch=None,
+    files=[("file_0", "big.bin", BIG[: 2 * 1024 * 1024 + 1])]))
+step("post_too_big")(lambda c: _files(
+    c, "upload_files", [f"{RUN}_huge.bin"], batch=None, files=[("file_0", "huge.bin", BIG)]))
 step("upload_files_bad_name")(lambda c: _files(
     c, "upload_files", ["a/b.txt"], batch=None, files=[("file_0", "b.txt", IN_B)]))
 
@@ -465,6 +484,8 @@ step("query_batch_after_abort")(lambda c: rpc(c, "query_batch", el("batch_name",
 step("query_completed_job_aborted")(lambda c: rpc(c, "query_completed_job", el("job_name", J1)))
 step("set_expire_time")(lambda c: rpc(c, "set_expire_time", el("batch_name", B1)
                                       + el("expire_time", "1950000000.250000")))
+step("query_batch_after_set_expire_time")(
+    lambda c: rpc(c, "query_batch", el("batch_name", B1) + el("get_cpu_time", 1)))
 step("set_expire_time_unknown")(lambda c: rpc(c, "set_expire_time", el("batch_name", f"{RUN}_nob")
                                               + el("expire_time", "1950000000.000000")))
 step("set_expire_time_non_submitter")(lambda c: rpc(
