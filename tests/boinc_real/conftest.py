@@ -21,6 +21,8 @@ from pathlib import Path
 import pytest
 
 START = "bash .ci/boinc-server-up.sh"
+JOB_DEADLINE = float(os.environ.get("GAHP_BOINC_JOB_DEADLINE", "300"))
+"""Seconds the tests wait for jobs to end: 30-60 s each on an idle volunteer (one CPU)."""
 REQUIRE = "GAHP_REQUIRE_BOINC_SERVER"
 
 
@@ -71,6 +73,8 @@ class RealBoinc:
     project_dir: Path
     c_gahp: Path
     access_log: Path
+    bundle: Path | None = None
+    job_deadline: float = JOB_DEADLINE
 
     def sql(self, query: str, timeout: float = 30.0) -> list[dict[str, str]]:
         """Rows of a query on the project's own database (mysql client, tab-separated;
@@ -94,6 +98,16 @@ class RealBoinc:
         rows = self.sql(query)
         assert len(rows) == 1, (query, rows)
         return rows[0]
+
+    def volunteer_backlog(self, mine: set[str]) -> str:
+        """The other jobs the project has sent and not got back (they share the one volunteer
+        CPU with ours): a line for a timeout message."""
+        rows = self.sql(
+            "SELECT w.name FROM result r JOIN workunit w ON r.workunitid=w.id"
+            " WHERE r.server_state=4 ORDER BY r.id"  # RESULT_SERVER_STATE_IN_PROGRESS
+        )
+        others = [r["name"] for r in rows if r["name"] not in mine]
+        return f"{len(others)} other jobs in progress on the volunteer: {others[:10]}"
 
     def access_log_size(self) -> int:
         """Apache's access log size now (read what is appended after with ``access_since``)."""
@@ -133,6 +147,7 @@ def load_real_boinc() -> tuple[RealBoinc | None, str]:
         project_dir=Path(s.get("GAHP_BOINC_PROJECT_DIR", "/tmp/boinc-projects/boinctest")),
         c_gahp=Path(s.get("GAHP_BOINC_C_GAHP", "")),
         access_log=Path(s.get("GAHP_BOINC_ACCESS_LOG", "/var/log/apache2/access.log")),
+        bundle=Path(s["GAHP_BOINC_BUNDLE"]) if s.get("GAHP_BOINC_BUNDLE") else None,
     ), ""
 
 
@@ -176,6 +191,7 @@ class RecordingProxy:
 
         target = urllib.parse.urlsplit(project_url)
         self.bodies: list[tuple[str, bytes]] = []
+        self.answers: list[tuple[str, bytes, int]] = []  # (path, body, HTTP status; 0: none)
         proxy = self
 
         class Handler(http.server.BaseHTTPRequestHandler):
@@ -194,6 +210,11 @@ class RecordingProxy:
                         status, headers, data = resp.status, resp.headers, resp.read()
                 except urllib.error.HTTPError as exc:
                     status, headers, data = exc.code, exc.headers, exc.read()
+                except OSError:  # the project is down: so is the proxy, for this request
+                    proxy.answers.append((self.path, body or b"", 0))
+                    self.close_connection = True
+                    return
+                proxy.answers.append((self.path, body or b"", status))
                 self.send_response(status)
                 self.send_header("Content-Type", headers.get("Content-Type", "text/plain"))
                 self.send_header("Content-Length", str(len(data)))

@@ -19,7 +19,6 @@ from gahp_core.testing import GahpClient
 
 GAHP = [sys.executable, "-m", "gahp_boinc"]
 FINAL = {"DONE", "ERROR"}
-JOB_DEADLINE = 300.0  # a job is DONE 30-60 s after submit; seven jobs on one volunteer CPU
 SHORT = "hello real boinc\n"  # <= 30 characters: --early_exit would not fail on it
 LONG = "this input is longer than thirty characters\n"  # --early_exit fails on it
 PARAMS = ("3e9", "1e14", "1.5e8", "2.5e8", "172800", "100")  # the six optional fields
@@ -112,6 +111,9 @@ def world(real_boinc, tmp_path_factory, recording_proxy):
     # R: a second batch on files already staged by A (no parameter block: HTCondor < 8.7.10)
     submit("R", [("", cpu, [inputs["b"]]), ("", cpu, [inputs["a copy"]])], ())
     yield w
+    unfinished = [j for jobs in w.jobs.values() for j in jobs if w.final.get(j) not in FINAL]
+    if unfinished:  # a failed run leaves no work behind for the shared volunteer
+        gahp.call("BOINC_ABORT_JOBS", *unfinished)
     gahp.close()
 
 
@@ -129,25 +131,25 @@ def states_of(res: list[str], nbatches: int) -> list[dict[str, str]]:
 
 
 @pytest.fixture(scope="module")
-def final(world):
+def final(world, real_boinc):
     """Poll QUERY_BATCHES with min_mod_time (the last server_time) until every job is final."""
     roles = ["A", "F", "X", "P", "R"]
     names = [world.batches[r] for r in roles]
     want = {j for r in roles for j in world.jobs[r]}
-    since, states = "0", {}
-    deadline = time.monotonic() + JOB_DEADLINE
-    rounds = 0
+    since, states = "0", world.final  # filled as it goes: the teardown reads it
+    deadline = time.monotonic() + real_boinc.job_deadline
     while not (states.keys() >= want and {states[j] for j in want} <= FINAL):
-        assert time.monotonic() < deadline, f"jobs not final in {JOB_DEADLINE} s: {states}"
+        assert time.monotonic() < deadline, (
+            f"jobs not final in {real_boinc.job_deadline:g} s: {states};"
+            f" {real_boinc.volunteer_backlog(want)}"
+        )
         res = world.gahp.call("BOINC_QUERY_BATCHES", since, str(len(names)), *names)
         for group in states_of(res, len(names)):
             states.update(group)
         if since != "0":
             assert float(res[1]) >= float(since), (since, res[1])
         since = res[1]
-        rounds += 1
         time.sleep(3)
-    world.final = states
     return states
 
 
