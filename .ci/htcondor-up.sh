@@ -14,7 +14,8 @@
 #   missing): condor_master runs as that user, so the schedd, the gridmanager and every GAHP do.
 # * The GAHPs run from a venv made with Debian's /usr/bin/python3 ($GAHP_VENV, default
 #   /opt/gahp-venv; root's pyenv python under /root is not executable by other users), with this
-#   checkout installed editable ('.[blah]').  Both versions share it (made under a lock).
+#   checkout ('.[blah]') installed editable when the job owner can read it, else copied (then
+#   re-installed when HEAD changes).  Both versions share it (made under a lock).
 # * Wrappers bin/blahpd and bin/boinc-gahp add --log (local/log/<gahp>.log) and, for blahpd,
 #   --config (state_dir blah-state/, Slurm's and Grid Engine's settings); they set SLURM_CONF and
 #   SGE_* (from /tmp/gahp-sge/env when present) and never write to stdout themselves.
@@ -141,22 +142,30 @@ if ! id "$OWNER" >/dev/null 2>&1; then
 fi
 
 mkdir -p "$(dirname "$VENV")"
+# Editable when the job owner can read the checkout, else a copy (stamped with the commit).
+if runuser -u "$OWNER" -- test -r "$CHECKOUT/gahp_core/__init__.py"; then
+    PIP_MODE=(-e)
+    STAMP="$CHECKOUT editable"
+else
+    PIP_MODE=()
+    STAMP="$CHECKOUT copy $(git -C "$CHECKOUT" rev-parse HEAD 2>/dev/null || date +%s)"
+fi
 (
     flock 9
     if [ ! -x "$VENV/bin/blahpd" ] || [ ! -x "$VENV/bin/boinc-gahp" ] \
         || ! "$VENV/bin/python" -c 'import classad2, gahp_blah' 2>/dev/null \
-        || [ "$(cat "$VENV/.gahp-checkout" 2>/dev/null)" != "$CHECKOUT" ]; then
+        || [ "$(cat "$VENV/.gahp-checkout" 2>/dev/null)" != "$STAMP" ]; then
         if [ ! -x /usr/bin/python3 ] || ! /usr/bin/python3 -c 'import ensurepip' 2>/dev/null; then
             log "installing python3-venv"
             apt_install python3 python3-venv || die "apt-get install python3-venv failed"
         fi
-        log "making the venv $VENV (Debian's python3) with $CHECKOUT[blah]"
+        log "making the venv $VENV (Debian's python3) with ${PIP_MODE[*]} $CHECKOUT[blah]"
         rm -rf "$VENV"
         /usr/bin/python3 -m venv "$VENV"
         PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_ROOT_USER_ACTION=ignore \
-            "$VENV/bin/pip" install -q -e "$CHECKOUT[blah]" >"$VENV.pip.log" 2>&1 \
+            "$VENV/bin/pip" install -q "${PIP_MODE[@]}" "$CHECKOUT[blah]" >"$VENV.pip.log" 2>&1 \
             || { tail -n 20 "$VENV.pip.log" >&2; die "pip install into $VENV failed"; }
-        echo "$CHECKOUT" >"$VENV/.gahp-checkout"
+        echo "$STAMP" >"$VENV/.gahp-checkout"
     fi
     chmod -R a+rX "$VENV"
 ) 9>"$VENV.lock"

@@ -107,6 +107,23 @@ class HTCondor:
             out[(ad["ClusterId"], ad["ProcId"])] = ad
         return out
 
+    def remove(self, clusters: Iterable[int], deadline_s: float = 30) -> None:
+        """condor_rm these clusters and wait until they leave the queue; what is still there
+        at the deadline (e.g. a job whose remote side cannot be reached any more) is removed
+        locally with ``-forcex``."""
+        ids = [str(c) for c in sorted(set(clusters))]
+        if not ids:
+            return
+        constraint = " || ".join(f"ClusterId == {c}" for c in ids)
+        self.tool("condor_rm", *ids)
+        end = time.monotonic() + deadline_s
+        while self._json("condor_q", constraint):
+            if time.monotonic() > end:
+                self.tool("condor_rm", *ids)  # a job held again meanwhile
+                self.tool("condor_rm", "-forcex", *ids)
+                return
+            time.sleep(1)
+
     def in_history(self, clusters: Iterable[int]) -> dict[tuple[int, int], dict[str, Any]]:
         ids = sorted(set(clusters))
         constraint = " || ".join(f"ClusterId == {c}" for c in ids)

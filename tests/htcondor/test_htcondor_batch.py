@@ -9,6 +9,7 @@ together (remove once running, hold once running, release once held), so they ru
 from __future__ import annotations
 
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -119,7 +120,7 @@ class Combo:
 
 
 @pytest.fixture(scope="module")
-def campaign(htcondors, slurm_env, sge_env, jobdirs) -> dict[tuple[str, str], Combo]:
+def campaign(htcondors, slurm_env, sge_env, jobdirs) -> Iterator[dict[tuple[str, str], Combo]]:
     """Submit every (version, system) at once and drive all jobs to their end."""
     up = {"fork": True, "slurm": slurm_env is not None, "pbs": slurm_env is not None,
           "sge": sge_env is not None}
@@ -147,7 +148,9 @@ def campaign(htcondors, slurm_env, sge_env, jobdirs) -> dict[tuple[str, str], Co
         if all(c.complete for c in combos.values()):
             break
         time.sleep(1)
-    return combos
+    yield combos
+    for c in combos.values():  # nothing may outlive the module, e.g. after a timeout
+        c.condor.remove(c.clusters.values())
 
 
 def _combo(campaign, need_htcondor, batch_env, version: str, system: str) -> Combo:

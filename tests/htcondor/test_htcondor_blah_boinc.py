@@ -96,7 +96,7 @@ def runs(htcondors, emulator: Emulator, jobdirs) -> Iterator[Runs | None]:
         toml.write_text(original)
         stop_gridmanagers(condor)
     yield r
-    condor.tool("condor_rm", *(str(c) for c in ids))
+    condor.remove(ids)
 
 
 def _need(need_htcondor, runs: Runs | None) -> Runs:

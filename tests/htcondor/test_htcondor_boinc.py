@@ -93,7 +93,7 @@ def runs(htcondors, emulator: Emulator, jobdirs) -> Iterator[Runs | None]:
             break
         time.sleep(1)
     yield r
-    condor.tool("condor_rm", *(str(c) for c in r.clusters.values()))
+    condor.remove(r.clusters.values())
 
 
 def _need(need_htcondor, runs: Runs | None) -> Runs:

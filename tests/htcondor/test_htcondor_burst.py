@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import re
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -42,7 +43,7 @@ class Burst:
 
 
 @pytest.fixture(scope="module")
-def bursts(htcondors, slurm_env, jobdirs) -> dict[tuple[str, str], Burst]:
+def bursts(htcondors, slurm_env, jobdirs) -> Iterator[dict[tuple[str, str], Burst]]:
     up = {"fork": True, "slurm": slurm_env is not None}
     out: dict[tuple[str, str], Burst] = {}
     start = time.monotonic()
@@ -74,7 +75,9 @@ def bursts(htcondors, slurm_env, jobdirs) -> dict[tuple[str, str], Burst]:
             if b.settled():
                 b.seconds = time.monotonic() - start
         time.sleep(2)
-    return out
+    yield out
+    for b in out.values():
+        b.condor.remove([b.cluster])
 
 
 @pytest.mark.parametrize(("version", "system"), CASES)

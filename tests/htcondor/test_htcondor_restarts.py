@@ -118,6 +118,8 @@ def cases(htcondors, jobdirs, emulator: Emulator) -> Iterator[dict[str, Case]]:
     finally:
         for switch in switches:
             switch.unlink(missing_ok=True)
+        for case in out.values():
+            case.condor.remove(case.clusters.values())
 
 
 def _drive(cases: dict[str, Case], keys: list[str], kill: bool = False) -> None:
