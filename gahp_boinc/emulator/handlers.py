@@ -445,7 +445,8 @@ class Project:
             if part is None:
                 raise RpcError(" is not an uploaded file")
             if len(part.data) > self.config.max_file_size:
-                raise RpcError(f"{part.filename} upload failed because: The uploaded file "
+                base = part.filename.replace("\\", "/").rsplit("/", 1)[-1]  # as PHP's $_FILES
+                raise RpcError(f"{base} upload failed because: The uploaded file "
                                "exceeds upload_max_filesize of php.ini.")
             digest = hashlib.md5(part.data).hexdigest()
             path = self.store.file_path(name)

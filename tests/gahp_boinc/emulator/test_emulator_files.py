@@ -37,7 +37,9 @@ def test_size_limits(make_server) -> None:
     srv = make_server(max_file_size=1000, max_post_size=5000)
     b = Boinc(srv)
     assert b"<success/>" in b.upload([("ok.bin", b"x" * 1000)]).content
-    assert " is not an uploaded file" in b.upload([("big.bin", b"x" * 1001)]).text
+    assert ("<error_msg>in0.txt upload failed because: The uploaded file exceeds "
+            "upload_max_filesize of php.ini.</error_msg>") in b.upload(
+                [("big.bin", b"x" * 1001)]).text
     r = b.upload([("huge.bin", b"x" * 6000)])
     assert "<error_msg>can't parse request message: </error_msg>" in r.text
     assert b.rpc("<ping/>").status_code == 200  # connection still usable
