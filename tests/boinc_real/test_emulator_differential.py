@@ -448,6 +448,7 @@ step("submit_batch_double_quotes")(
     lambda c: _submit(c, "b1", [(J1, '--cpu_time "1"', [phys(IN_A)])]))
 step("submit_batch_duplicate_job")(lambda c: _submit(
     c, "b1", [(J1, "--cpu_time 1", [phys(IN_A)]), (J1, "--cpu_time 1", [phys(IN_A)])]))
+step("submit_batch_nothing")(lambda c: rpc(c, "submit_batch"))
 step("submit_batch_unknown_batch")(
     lambda c: _submit(c, "999999999", [(J1, "--cpu_time 1", [phys(IN_A)])]))
 
@@ -465,6 +466,7 @@ step("query_batches_cpu_time")(
     lambda c: _only_run(rpc(c, "query_batches", el("get_cpu_time", 1))))
 step("query_batch2")(lambda c: rpc(c, "query_batch2", el("min_mod_time", "0.000000")
                                    + el("batch_name", B1)))
+step("query_batch2_no_batch")(lambda c: rpc(c, "query_batch2", el("min_mod_time", "0")))
 step("query_batch2_unknown_batch")(lambda c: rpc(c, "query_batch2", el(
     "min_mod_time", "0.000000") + el("batch_name", B1) + el("batch_name", f"{RUN}_nob")))
 step("query_batch2_min_mod_time_now")(lambda c: rpc(c, "query_batch2", el(
@@ -487,6 +489,7 @@ step("query_completed_job_unknown")(
     lambda c: rpc(c, "query_completed_job", el("job_name", f"{RUN}_no")))
 step("get_output_unsent")(lambda c: c.side.get(
     f"get_output.php?cmd=workunit_file&auth_str={c.auth}&wu_name={J1}&file_num=0"))
+step("abort_jobs_none")(lambda c: rpc(c, "abort_jobs"))
 step("abort_jobs_unknown")(lambda c: rpc(c, "abort_jobs", el("job_name", J1)
                                          + el("job_name", f"{RUN}_no")))
 step("abort_jobs_non_submitter")(lambda c: rpc(c, "abort_jobs", el("job_name", J1),
@@ -542,6 +545,14 @@ def _create_batch_2(c: Ctx) -> Raw:
 
 step("submit_batch_existing_job")(
     lambda c: _submit(c, "b2", [(c.fin.done.job, "--cpu_time 1", [phys(IN_A)])]))
+ODD = f"{RUN}_x&amp;y&lt;z&gt;"  # a job name with XML's special characters (escaped here)
+step("submit_batch_odd_name")(lambda c: _submit(c, "b2", [(ODD, "--cpu_time 1", [phys(IN_A)])]))
+step("query_batch2_odd_name")(lambda c: rpc(c, "query_batch2", el("min_mod_time", "0")
+                                            + el("batch_name", B2)))
+step("query_completed_job_odd_name")(lambda c: rpc(c, "query_completed_job", el("job_name", ODD)))
+step("abort_jobs_odd_name")(lambda c: rpc(c, "abort_jobs", el("job_name", ODD)))
+step("abort_jobs_odd_name_unknown")(
+    lambda c: rpc(c, "abort_jobs", el("job_name", ODD.replace("x", "w"))))
 def _failed_batch(c: Ctx) -> Raw:
     r = rpc(c, "query_batch", el("batch_name", c.fin.failed.batch) + el("get_job_details", 1))
     c.side.ids["failed_wu"] = int(re.search(r"<job>\s*<id>(\d+)</id>", r.text)[1])
