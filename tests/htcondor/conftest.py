@@ -6,15 +6,20 @@ from __future__ import annotations
 
 import os
 import shutil
-import signal
-import subprocess
-import sys
 import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-from htcondor_kit import JOBS_ROOT, VERSIONS, Emulator, HTCondor, env_file, read_env
+from htcondor_kit import (
+    JOBS_ROOT,
+    VERSIONS,
+    Emulator,
+    HTCondor,
+    env_file,
+    read_env,
+    running_emulator,
+)
 
 
 # ---------------------------------------------------------------------- fixtures
@@ -79,26 +84,6 @@ def jobdirs() -> Iterator[Callable[[HTCondor, str], Path]]:
 
 @pytest.fixture(scope="module")
 def emulator(tmp_path_factory) -> Iterator[Emulator]:
-    state = tmp_path_factory.mktemp("boinc-project")
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "gahp_boinc.emulator", "--state-dir", str(state),
-         "--host", "127.0.0.1", "--port", "0", "--job-delay", "0.3", "--volunteers", "4",
-         "--inline-apps"],
-        stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
-    )
-    try:
-        fields: dict[str, str] = {}
-        assert proc.stdout is not None
-        while len(fields) < 2:
-            line = proc.stdout.readline()
-            assert line, "boinc-emulator exited before printing its URL"
-            key, _, value = line.strip().partition(" ")
-            fields[key] = value
-        yield Emulator(proc, fields["URL"], fields["AUTHENTICATOR"])
-    finally:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+    """A boinc-emulator on a free loopback port, for one module."""
+    with running_emulator(tmp_path_factory.mktemp("boinc-project")) as emu:
+        yield emu

@@ -15,9 +15,11 @@ import os
 import pwd
 import re
 import signal
+import sqlite3
 import subprocess
+import sys
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -187,6 +189,16 @@ class Emulator:
     proc: subprocess.Popen
     url: str
     authenticator: str
+    state: Path | None = None
+
+    def workunits(self) -> int:
+        """How many jobs (workunits) the project holds, from its database."""
+        assert self.state is not None
+        db = sqlite3.connect(f"file:{self.state / 'project.sqlite'}?mode=ro", uri=True)
+        try:
+            return int(db.execute("SELECT count(*) FROM workunit").fetchone()[0])
+        finally:
+            db.close()
 
 
 # ---------------------------------------------------------------------- processes
@@ -240,3 +252,30 @@ def stop_gridmanagers(condor: HTCondor, deadline_s: float = 30) -> None:
     end = time.monotonic() + deadline_s
     while any(alive(p) for p in pids) and time.monotonic() < end:
         time.sleep(0.2)
+
+
+@contextlib.contextmanager
+def running_emulator(state: Path) -> Iterator[Emulator]:
+    """Run a boinc-emulator (state in ``state``) on a free 127.0.0.1 port; stop it after."""
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "gahp_boinc.emulator", "--state-dir", str(state),
+         "--host", "127.0.0.1", "--port", "0", "--job-delay", "0.3", "--volunteers", "4",
+         "--inline-apps"],
+        stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
+    )
+    try:
+        fields: dict[str, str] = {}
+        assert proc.stdout is not None
+        while len(fields) < 2:
+            line = proc.stdout.readline()
+            assert line, "boinc-emulator exited before printing its URL"
+            key, _, value = line.strip().partition(" ")
+            fields[key] = value
+        yield Emulator(proc, fields["URL"], fields["AUTHENTICATOR"], state)
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()

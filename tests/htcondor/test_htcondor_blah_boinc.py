@@ -9,6 +9,7 @@ through `+remote_BoincProjectUrl` never get submitted."""
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -24,6 +25,7 @@ from htcondor_kit import (
     Emulator,
     HTCondor,
     owned,
+    running_emulator,
     stop_gridmanagers,
     user_log_events,
 )
@@ -47,12 +49,26 @@ def _desc(emulator: Emulator, body: str, n: int = 1) -> str:
 
 
 @pytest.fixture(scope="module")
-def runs(htcondors, emulator: Emulator, jobdirs) -> Iterator[Runs | None]:
+def other_project(tmp_path_factory) -> Iterator[Emulator]:
+    """A second project, named by one job only (``+remote_BoincProjectUrl``)."""
+    with running_emulator(tmp_path_factory.mktemp("other-project")) as emu:
+        yield emu
+
+
+@pytest.fixture(scope="module")
+def runs(htcondors, emulator: Emulator, other_project: Emulator, jobdirs
+         ) -> Iterator[Runs | None]:
     condor = htcondors[VERSION][0]
     if condor is None:
         yield None
         return
     d = jobdirs(condor, "blah-boinc")
+    owned(condor, d / "other.auth", other_project.authenticator + "\n").chmod(0o600)
+    # its own directory: the driver copies Iwd/<first output> to Out after fetching, so jobs
+    # of one app sharing an Iwd would race on that file
+    (d / "other").mkdir()
+    os.chown(d / "other", condor.uid, condor.gid)
+    owned(condor, d / "other" / "in.txt", "other project\n")
     auth = owned(condor, d / "auth", emulator.authenticator + "\n")
     auth.chmod(0o600)
     owned(condor, d / "in.txt", "boinc via blah\n")
@@ -72,6 +88,11 @@ def runs(htcondors, emulator: Emulator, jobdirs) -> Iterator[Runs | None]:
             "executable = uppercase\narguments = --repeat 2\ninput = in.txt\n"
             "transfer_output_files = out\noutput = result.$(Process).txt\n"
             "error = stderr.$(Process).txt\nlog = upper.log", 2), "upper.sub")
+        r.clusters["other"] = condor.submit(d, desc(
+            "executable = uppercase\ninitialdir = other\ninput = in.txt\noutput = other.txt\n"
+            "log = other.log\n"
+            f"+remote_BoincProjectUrl = \"{other_project.url}\"\n"
+            f"+remote_BoincAuthenticatorFile = \"{d / 'other.auth'}\""), "other.sub")
         r.clusters["fail"] = condor.submit(d, desc(
             "executable = fail\narguments = --exit-code 7\ninput = in.txt\n"
             "output = fail.out\nerror = fail.err\nlog = fail.log"), "fail.sub")
@@ -88,7 +109,7 @@ def runs(htcondors, emulator: Emulator, jobdirs) -> Iterator[Runs | None]:
             if not r.removed_id and rm.get("JobStatus") == RUNNING:
                 r.removed_id = rm.get("GridJobId", "").split()[-1]
                 condor.tool("condor_rm", str(r.clusters["rm"]))
-            if len(ads) == 4 and all(a.get("__history") or a.get("JobStatus") == HELD
+            if len(ads) == 5 and all(a.get("__history") or a.get("JobStatus") == HELD
                                      for a in ads.values()):
                 break
             time.sleep(1)
@@ -113,6 +134,18 @@ def test_batch_boinc_outputs_come_back(need_htcondor, runs) -> None:
         assert (r.jobdir / f"result.{i}.txt").read_text() == "BOINC VIA BLAH\n" * 2
     assert (r.jobdir / "out").read_text() == "BOINC VIA BLAH\n" * 2
     assert user_log_events(r.jobdir / "upper.log").count(5) == 2
+
+
+def test_batch_boinc_job_names_its_own_project(need_htcondor, runs, emulator, other_project
+                                                ) -> None:
+    r = _need(need_htcondor, runs)
+    ad = r.ads.get((r.clusters["other"], 0), {})
+    assert ad.get("JobStatus") == DONE and ad.get("ExitCode") == 0, ad
+    assert (r.jobdir / "other" / "other.txt").read_text() == "OTHER PROJECT\n"
+    assert other_project.workunits() == 1, "the job did not run on the project it named"
+    # the remote_ attributes reached blahpd without their prefix
+    sent = r.condor.gahp_lines("<- 'BLAH_JOB_SUBMIT ", "other.txt")
+    assert sent and f'BoincProjectUrl\\ =\\ "{other_project.url}"' in sent[-1], sent[-1:]
 
 
 def test_batch_boinc_failed_job_completes_with_its_exit_code(need_htcondor, runs) -> None:
