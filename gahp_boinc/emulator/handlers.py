@@ -11,7 +11,9 @@ import io
 import json
 import os
 import re
+import secrets
 import sqlite3
+import string
 import xml.etree.ElementTree as ET
 import zipfile
 from collections.abc import Callable, Sequence
@@ -503,7 +505,61 @@ class Project:
             if owner is None or q.get("auth_str") != expect:
                 return replies.download_error("bad authenticator")
             return self._result_file(res, file_num)
+        if cmd == "batch_files":
+            return self._batch_files(q)
+        if cmd == "workunit_files":
+            return self._workunit_files(q)
         return replies.plain("bad command\n")
+
+    def _signed(self, user_id: int, thing: int, q: dict[str, str]) -> bool:
+        """get_output.php's signature: ``auth_str`` = md5(authenticator + id)."""
+        user = self.store.one("SELECT authenticator FROM user WHERE id=?", user_id)
+        want = hashlib.md5(f"{user['authenticator'] if user else ''}{thing}".encode())
+        return user is not None and q.get("auth_str") == want.hexdigest()
+
+    def _zip(self, results: Sequence[sqlite3.Row], name: str) -> Reply:
+        """The canonical outputs (by physical name) in a zip, as a download."""
+        buf = io.BytesIO()
+        with zipfile.ZipFile(buf, "w") as z:
+            for res in results:
+                for phys, _logical, rel in self._outputs(res):
+                    path = self.store.upload_dir / rel
+                    if path.is_file():
+                        z.write(path, phys)
+        data = buf.getvalue() if any(self._outputs(r) for r in results) else b""
+        suffix = "".join(secrets.choice(string.ascii_letters + string.digits) for _ in range(6))
+        return replies.download(data, f"{name}_{suffix}.zip")
+
+    def _batch_files(self, q: dict[str, str]) -> Reply:
+        """cmd=batch_files: the canonical outputs of a batch's jobs (signed batch id)."""
+        batch_id = php_get_int(q, "batch_id")
+        if batch_id is None:
+            return replies.redirect("non_num_arg.html")
+        batch = self.store.batch(batch_id)
+        if batch is None:
+            return replies.download_error(f"no batch {batch_id}")
+        if not self._signed(batch["user_id"], batch_id, q):
+            return replies.download_error("bad auth str")
+        results = [r for r in (self.store.result(w["canonical_resultid"]) for w in self.store.all(
+            "SELECT canonical_resultid FROM workunit WHERE batch_id=? AND canonical_resultid>0"
+            " ORDER BY id", batch_id)) if r is not None]
+        return self._zip(results, "boinc_batch")
+
+    def _workunit_files(self, q: dict[str, str]) -> Reply:
+        """cmd=workunit_files: a job's canonical outputs (signed job id)."""
+        wu_id = php_get_int(q, "wu_id")
+        if wu_id is None:
+            return replies.missing_arg("wu_id")
+        wu = self.store.one("SELECT * FROM workunit WHERE id=?", wu_id)
+        if wu is None:
+            return replies.download_error(f"no workunit {wu_id}")
+        batch = self.store.batch(wu["batch_id"])
+        if batch is None or not self._signed(batch["user_id"], wu_id, q):
+            return replies.download_error("bad authenticator")
+        if not wu["canonical_resultid"]:
+            return replies.download_error(f"no canonical result for wu {wu['name']}")
+        res = self.store.result(wu["canonical_resultid"])
+        return self._zip([res] if res is not None else [], f"boinc_wu_{wu['name']}")
 
     def _outputs(self, res: sqlite3.Row | None) -> list[list[str]]:
         return json.loads(res["output_files"]) if res is not None else []

@@ -267,10 +267,14 @@ def plain(text: str) -> Reply:
     return Reply(body=text.encode(), content_type=HTML_TYPE)
 
 
+def redirect(location: str) -> Reply:
+    """An empty 302 to ``location``."""
+    return Reply(body=b"", status=302, content_type=HTML_TYPE, headers=(("Location", location),))
+
+
 def missing_arg(name: str) -> Reply:
     """BOINC's ``get_int()`` on a missing or non-numeric parameter: a redirect."""
-    return Reply(body=b"", status=302, content_type=HTML_TYPE,
-                 headers=(("Location", f"missing_arg_{name}.html"),))
+    return redirect(f"missing_arg_{name}.html")
 
 
 def _download_headers(filename: str) -> tuple[tuple[str, str], ...]:

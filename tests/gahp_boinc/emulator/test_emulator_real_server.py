@@ -4,10 +4,13 @@ here so that it holds without the real server (see docs/emulator.md)."""
 from __future__ import annotations
 
 import gzip
+import hashlib
+import io
 import re
 import socket
 import subprocess
 import sys
+import zipfile
 
 import httpx
 import pytest
@@ -191,3 +194,34 @@ def test_upload_limits_texts(make_server) -> None:
     assert msg(r) == ("local.bin upload failed because: The uploaded file exceeds "
                       "upload_max_filesize of php.ini.")
     b.close()
+
+
+def test_get_output_zips(server: EmulatorServer, boinc: Boinc) -> None:
+    bid = boinc.run_batch("b", "worker", [("ok", "", [b"hello"])])
+    boinc.run_batch("f", "fail", [("bad", "", [b"x"])])
+    assert server.wait_idle(20)
+
+    def get(**q: object) -> httpx.Response:
+        return boinc.http.get(boinc.url + "get_output.php", params=q)
+
+    def signed(thing: object) -> str:
+        return hashlib.md5(f"{boinc.auth}{thing}".encode()).hexdigest()
+
+    r = get(cmd="batch_files", batch_id=bid, auth_str=signed(bid))
+    assert re.fullmatch(r"attachment; filename=boinc_batch_[A-Za-z0-9]{6}\.zip",
+                        r.headers["content-disposition"])
+    with zipfile.ZipFile(io.BytesIO(r.content)) as z:
+        [member] = z.infolist()
+        assert member.filename.startswith("ok_0_r") and z.read(member) == b"HELLO"
+    assert get(cmd="batch_files", batch_id=bid, auth_str=boinc.auth).text == "ERROR: bad auth str"
+    assert get(cmd="batch_files", batch_id=9, auth_str="x").text == "ERROR: no batch 9"
+    assert get(cmd="batch_files", batch_id="x").headers["location"] == "non_num_arg.html"
+    r = get(cmd="workunit_files", wu_id=1, auth_str=signed(1))
+    assert r.headers["content-disposition"].startswith("attachment; filename=boinc_wu_ok_")
+    assert get(cmd="workunit_files", wu_id=1, auth_str=boinc.auth
+               ).text == "ERROR: bad authenticator"
+    assert get(cmd="workunit_files", wu_id=2, auth_str=signed(2)
+               ).text == "ERROR: no canonical result for wu bad"
+    assert get(cmd="workunit_files", wu_id=7, auth_str="x").text == "ERROR: no workunit 7"
+    r = get(cmd="result_file", result_name="ok_0", file_num=0, auth_str=signed("ok_0"))
+    assert r.content == b"HELLO"
