@@ -216,7 +216,10 @@ class RecordingProxy:
                     return
                 proxy.answers.append((self.path, body or b"", status))
                 self.send_response(status)
-                self.send_header("Content-Type", headers.get("Content-Type", "text/plain"))
+                for name, value in headers.items():
+                    if name.lower() not in ("content-length", "transfer-encoding", "connection",
+                                            "date", "server"):
+                        self.send_header(name, value)
                 self.send_header("Content-Length", str(len(data)))
                 self.end_headers()
                 self.wfile.write(data)

@@ -146,9 +146,12 @@ def test_submit_across_an_apache_restart(gahp, faults, real_boinc):
 
 
 def test_query_while_mariadb_is_down(gahp, faults, real_boinc):
-    batch = real_boinc.one(
-        "SELECT b.name FROM batch b WHERE b.user_id=1 AND b.state>0 ORDER BY b.id DESC LIMIT 1"
-    )["name"]
+    stamp = f"{time.time():.6f}".replace(".", "")
+    batch, job = f"fault#query#{stamp}", f"fault#query#{stamp}#0.0"
+    path = faults / f"q {stamp}.txt"
+    path.write_text(f"query {stamp}\n")
+    assert gahp.call("BOINC_SUBMIT", *submit_args(batch, real_boinc.app, job, path)) == ["NULL"]
+    assert gahp.call("BOINC_ABORT_JOBS", job) == ["NULL"]  # no work left for the volunteer
     with Outage(real_boinc, "mariadb"):
         start = time.monotonic()
         during = gahp.call("BOINC_QUERY_BATCHES", "0", "1", batch, timeout=HTCONDOR_DEADLINE)
