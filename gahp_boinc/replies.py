@@ -86,6 +86,15 @@ def parse_reply(body: bytes, command: str) -> dict[str, Any]:
 _LISTS = ("job", "file", "file_info", "file_ref", "batch", "phys_name")
 
 
+_JOB_NAME = re.compile(rb"<job_name>(.*?)</job_name>", re.S)
+
+
+def _escape_job_name(m: re.Match[bytes]) -> bytes:
+    """The server writes job names as they are: ``&`` or ``<`` in one broke the XML."""
+    name = m.group(1).replace(b"&", b"&amp;").replace(b"<", b"&lt;").replace(b">", b"&gt;")
+    return b"<job_name>" + name + b"</job_name>"
+
+
 def parse_query_batch2(body: bytes) -> tuple[str, list[list[tuple[str, str]]]]:
     """query_batch2: the server time and, per requested batch in order, its (job, status) pairs.
 
@@ -114,7 +123,7 @@ def parse_query_batch2(body: bytes) -> tuple[str, list[list[tuple[str, str]]]]:
             batches[-1].append(((v.get("job_name") or "").strip(), (v.get("status") or "").strip()))
         return True
 
-    text = _DECL.sub(b"", body, count=1)
+    text = _JOB_NAME.sub(_escape_job_name, _DECL.sub(b"", body, count=1))
     try:
         xmltodict.parse(decode_text(text), item_depth=2, item_callback=item)
     except ExpatError as exc:

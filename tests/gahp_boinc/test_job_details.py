@@ -7,7 +7,7 @@ import asyncio
 import pytest
 
 from gahp_boinc.emulator import EmulatorServer
-from gahp_boinc.replies import RpcError, parse_query_batch_jobs
+from gahp_boinc.replies import RpcError, parse_query_batch2, parse_query_batch_jobs
 from gahp_boinc.rpc import BoincRpc, Project
 
 DECL = b'<?xml version="1.0" encoding="ISO-8859-1" ?>\n'
@@ -89,3 +89,18 @@ def test_details_of_a_failed_job_from_the_emulator(tmp_path):
         (detail,) = asyncio.run(run())
     assert (detail.name, detail.status, detail.exit_status, detail.error) == (
         "d#0", "error", 246, "too_many_total_results")
+
+
+def test_query_batch2_job_names_are_not_escaped_by_the_server():
+    """BOINC 8.3 writes job names into query_batch2 as they are (seen on the real server)."""
+    body = DECL + (
+        b"<query_batch2>\n<server_time>1795371327.1791</server_time>\n"
+        b"   <batch_size>2</batch_size>\n"
+        b"    <job>\n        <job_name>x&y<z></job_name>\n        <status>ERROR</status>\n"
+        b"    </job>\n"
+        b"    <job>\n        <job_name>a&amp;b</job_name>\n        <status>DONE</status>\n"
+        b"    </job>\n</query_batch2>\n"
+    )
+    assert parse_query_batch2(body) == (
+        "1795371327.1791", [[("x&y<z>", "ERROR"), ("a&amp;b", "DONE")]]
+    )
