@@ -155,7 +155,7 @@ def campaign(htcondors, slurm_env, sge_env, jobdirs) -> Iterator[dict[tuple[str,
 
 def _combo(campaign, need_htcondor, batch_env, version: str, system: str) -> Combo:
     need_htcondor(version)
-    batch_env(system)
+    batch_env("slurm" if system == "pbs" else system)  # PBS here is Slurm's PBS wrappers
     combo = campaign[(version, system)]
     assert not combo.problems, combo.problems
     return combo
