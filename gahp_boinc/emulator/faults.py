@@ -6,6 +6,9 @@ execute it and then spoil the reply (the lost-reply case a client must survive):
 - ``http500``      before: HTTP 500 with an HTML body
 - ``http503``      before: HTTP 503 with ``Retry-After: <seconds or 1>``
 - ``maintenance``  before: HTTP 200, ``<error>`` -183 ``project down for maintenance``
+- ``database``     before: the project without its database: HTTP 200, ``<error>`` -138
+                   ``Can't connect to database`` in the command element (RPC pages), or the
+                   project's "Unable to handle request" HTML page (download pages)
 - ``reset``        before: close the connection (RST) without any reply
 - ``delay``        sleep ``seconds`` (default 1), then answer normally
 - ``malformed_xml`` after: HTTP 200 whose body is cut in half (invalid XML, consistent length)
@@ -20,10 +23,10 @@ import threading
 import attrs
 
 FAULT_KINDS = (
-    "http500", "http503", "maintenance", "reset", "delay", "malformed_xml", "truncated",
-    "reset_after",
+    "http500", "http503", "maintenance", "database", "reset", "delay", "malformed_xml",
+    "truncated", "reset_after",
 )
-BEFORE = frozenset({"http500", "http503", "maintenance", "reset"})
+BEFORE = frozenset({"http500", "http503", "maintenance", "database", "reset"})
 
 
 @attrs.define

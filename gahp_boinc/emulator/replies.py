@@ -8,6 +8,7 @@ unescaped names are those of the real PHP pages; see ``tests/gahp_boinc/emulator
 from __future__ import annotations
 
 from collections.abc import Iterable
+from email.utils import formatdate
 
 import attrs
 
@@ -260,6 +261,21 @@ def apache_not_found(server: str, host: str, port: int) -> bytes:
         "<p>The requested URL was not found on this server.</p>\n<hr>\n"
         f"<address>{server} Server at {host} Port {port}</address>\n</body></html>\n"
     ).encode()
+
+
+def error_page(message: str) -> Reply:
+    """A BOINC web page's ``error_page()`` (without the project's site navigation)."""
+    body = (
+        '<!DOCTYPE html>\n        <html lang="en">\n        <head>\n'
+        "    <title>Unable to handle request</title>\n        </head>\n    <body >\n"
+        f"    <h2>Unable to handle request</h2>\n{message}<br>\n        </body>\n        </html>\n"
+    )
+    return Reply(body=body.encode(), content_type="text/html; charset=utf-8", headers=(
+        ("Expires", "Mon, 26 Jul 1997 05:00:00 UTC"),
+        ("Last-Modified", formatdate(usegmt=True).replace("GMT", "UTC")),
+        ("Cache-Control", "no-cache, must-revalidate, post-check=0, pre-check=0"),
+        ("Pragma", "no-cache"),
+    ))
 
 
 def plain(text: str) -> Reply:

@@ -147,7 +147,7 @@ class _Handler(BaseHTTPRequestHandler):
             emu._count(rpc, sum(len(f.data) for f in form.files))
             fault = emu.faults.take(rpc, endpoint)
             if fault is not None and fault.kind in BEFORE:
-                self._fault_before(fault)
+                self._fault_before(fault, endpoint, rpc)
                 return
             if fault is not None and fault.kind == "delay":
                 emu._stopping.wait(fault.seconds if fault.seconds is not None else 1.0)
@@ -218,8 +218,16 @@ class _Handler(BaseHTTPRequestHandler):
         if closing:
             self.close_connection = True
 
-    def _fault_before(self, fault: Fault) -> None:
-        if fault.kind == "reset":
+    def _fault_before(self, fault: Fault, endpoint: str = "", rpc: str = "") -> None:
+        if fault.kind == "database":
+            # BOINC 8.3 without its database: the RPC pages answer error -138 inside the
+            # command element; the download pages show the project's error page
+            if endpoint in ("submit_rpc_handler.php", "job_file.php"):
+                cmd = rpc if rpc != endpoint.removesuffix(".php") else None
+                self._send(replies.error("Can't connect to database", -138, cmd))
+            else:
+                self._send(replies.error_page("Can't connect to database"))
+        elif fault.kind == "reset":
             self._reset()
         elif fault.kind == "http500":
             self._send(Reply(b"<html><body><h1>500 Internal Server Error</h1></body></html>",

@@ -225,3 +225,18 @@ def test_get_output_zips(server: EmulatorServer, boinc: Boinc) -> None:
     assert get(cmd="workunit_files", wu_id=7, auth_str="x").text == "ERROR: no workunit 7"
     r = get(cmd="result_file", result_name="ok_0", file_num=0, auth_str=signed("ok_0"))
     assert r.content == b"HELLO"
+
+
+def test_database_fault(server: EmulatorServer, boinc: Boinc) -> None:
+    """As BOINC 8.3 answers while its database is down (seen when MariaDB was stopped)."""
+    server.inject_fault("database", count=3)
+    r = boinc.rpc("<ping> </ping>")
+    assert r.text == ('<?xml version="1.0" encoding="ISO-8859-1" ?>\n<ping>\n<error>\n'
+                      "    <error_num>-138</error_num>\n"
+                      "    <error_msg>Can't connect to database</error_msg>\n</error>\n</ping>\n")
+    assert "<query_files>\n<error>\n    <error_num>-138</error_num>" in boinc.query_files(
+        ["a.txt"]).text
+    r = boinc.output("j")
+    assert r.headers["content-type"] == "text/html; charset=utf-8"
+    assert "<h2>Unable to handle request</h2>\nCan't connect to database<br>" in r.text
+    assert b"<success>1</success>" in boinc.rpc("<ping> </ping>").content
