@@ -241,7 +241,9 @@ class BoincBackend:
     async def fetch_output(self, parsed) -> tuple[str, ...]:
         project, req = parsed
         _need(project)
-        done = await fetch_output(self.rpc, req)
+        state = self.submit_state
+        done = await fetch_output(self.rpc, req, state.known_outputs(project.url, req.job))
+        state.forget_outputs(project.url, req.job)
         return (NULL, str(done.exit_status), f"{done.elapsed_time:f}", f"{done.cpu_time:f}")
 
     async def abort_jobs(self, parsed) -> tuple[str, ...]:

@@ -85,8 +85,14 @@ def stdio_pairs(specs: tuple[tuple[str, str], ...], stderr_file: str) -> int:
     return 1
 
 
-async def fetch_output(rpc: BoincRpc, req: FetchRequest) -> CompletedJob:
-    """Fetch what BOINC_FETCH_OUTPUT asks for; return the job's outcome."""
+async def fetch_output(
+    rpc: BoincRpc, req: FetchRequest, output_names: tuple[str, ...] | None = None
+) -> CompletedJob:
+    """Fetch what BOINC_FETCH_OUTPUT asks for; return the job's outcome.
+
+    ``output_names``: the job's output names when known (remembered from its submission),
+    else they are asked from the server (get_templates).
+    """
     iwd = Path(req.iwd)
     if not iwd.is_dir():
         raise OutputError(f"output directory {iwd} does not exist")
@@ -97,8 +103,9 @@ async def fetch_output(rpc: BoincRpc, req: FetchRequest) -> CompletedJob:
         return done
     if req.mode == "SOME" and not req.specs:
         return done
-    templates = await rpc.get_templates(req.project, job_name=req.job)
-    names = [safe_logical_name(n) for n in templates.output_names]
+    if output_names is None:
+        output_names = (await rpc.get_templates(req.project, job_name=req.job)).output_names
+    names = [safe_logical_name(n) for n in output_names]
     specs = _without_stdio(req, set(names))
     if req.mode == "SOME" and not specs:
         return done

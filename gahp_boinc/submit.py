@@ -10,6 +10,7 @@ import asyncio
 import logging
 import os
 import time
+from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -60,6 +61,27 @@ class SubmitState:
 
     unfinished: dict[tuple[str, str], bool] = attrs.field(factory=dict)
     _locks: dict[str, asyncio.Lock] = attrs.field(factory=dict)
+    _outputs: OrderedDict[tuple[str, str], tuple[str, ...]] = attrs.field(factory=OrderedDict)
+    max_outputs: int = 200_000
+    """Jobs whose output names are remembered (the oldest are forgotten first)."""
+
+    def remember_outputs(
+        self, project_url: str, jobs: Sequence[str], names: tuple[str, ...]
+    ) -> None:
+        """The output names of jobs just submitted (their application's output template):
+        BOINC_FETCH_OUTPUT then need not ask the server for the job's templates."""
+        outputs = self._outputs
+        for job in jobs:
+            outputs[(project_url, job)] = names
+        while len(outputs) > self.max_outputs:
+            outputs.popitem(last=False)
+
+    def known_outputs(self, project_url: str, job: str) -> tuple[str, ...] | None:
+        """The output names remembered for a job submitted by this process, if any."""
+        return self._outputs.get((project_url, job))
+
+    def forget_outputs(self, project_url: str, job: str) -> None:
+        self._outputs.pop((project_url, job), None)
 
     def staging_lock(self, project_url: str) -> asyncio.Lock:
         """The lock serialising query_files + upload_files for one project."""
@@ -149,6 +171,7 @@ async def submit(
     ]
     await _step("submitting batch", rpc.submit_batch(project, batch_id, req.app, jobs, req.params))
     unfinished.pop(key, None)
+    state.remember_outputs(project.url, [job.name for job in jobs], templates.output_names)
     report = SubmitReport(
         batch_id=batch_id,
         distinct_files=len(names),
