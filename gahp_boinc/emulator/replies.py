@@ -50,21 +50,20 @@ class PhpCrash(Exception):  # noqa: N818 - named after what it emulates
 
 
 def php_float(x: float) -> str:
-    """Format a float as PHP's ``echo`` does (precision=14)."""
-    if x == int(x) and abs(x) < 1e15:
-        return str(int(x))
+    """Format a float as PHP's ``echo`` does (precision=14: ``1.0E-7``, ``1.0E+14``)."""
     s = f"{x:.14G}"
     if "E" in s:
         mant, exp = s.split("E")
-        return f"{mant}E{'+' if int(exp) >= 0 else '-'}{abs(int(exp))}"
+        if "." not in mant:
+            mant += ".0"
+        s = f"{mant}E{'+' if int(exp) >= 0 else '-'}{abs(int(exp))}"
     return s
 
 
 def db_float(x: float) -> str:
-    """Format a DOUBLE column as MySQL returns it to PHP (shortest round-trip form)."""
-    if x == int(x) and abs(x) < 1e15:
-        return str(int(x))
-    return repr(float(x))
+    """Format a DOUBLE column as the page echoes it: PHP 8's mysqlnd returns it as a PHP
+    float, printed with precision 14 (1795371743.369 for 1795371743.368999)."""
+    return php_float(x)
 
 
 def htmlspecialchars(s: str) -> str:

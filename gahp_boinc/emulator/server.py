@@ -270,6 +270,7 @@ class EmulatorServer:
         paused: bool = False,
         completed_job_mode: str = "crash",
         mod_time_resolution: float = 1.0,
+        expire_batches: bool = True,
         max_upload_files: int = 20,
         max_file_size: int = 2 * 1024 * 1024,
         max_post_size: int = 8 * 1024 * 1024,
@@ -295,6 +296,9 @@ class EmulatorServer:
         self.nvolunteers = volunteers
         self.inline_apps = inline_apps
         self.mod_time_resolution = mod_time_resolution
+        #: cancel the unfinished jobs of a batch past its expire_time (a project running an
+        #: expiry daemon); False: as a plain BOINC 8.3 project, which never does
+        self.expire_batches = expire_batches
         self.faults = FaultInjector()
         self.errors: list[str] = []
         self._log_stream = log
@@ -326,7 +330,8 @@ class EmulatorServer:
             name="boinc-emulator-http", daemon=True)
         self._thread.start()
         self.volunteer = Volunteer(
-            self.store, self.job_delay, self.nvolunteers, inline=self.inline_apps)
+            self.store, self.job_delay, self.nvolunteers, inline=self.inline_apps,
+            expire=self.expire_batches)
         if self._start_paused:
             self.volunteer.pause()
         self.volunteer.start()

@@ -65,9 +65,10 @@ class Volunteer:
 
     def __init__(
         self, store: Store, job_delay: float = 0.5, nthreads: int = 2, inline: bool = False,
-        app_timeout: float = 300.0,
+        app_timeout: float = 300.0, expire: bool = True,
     ) -> None:
         self.store = store
+        self.expire = expire  # cancel the jobs of expired batches (a project's expiry daemon)
         self.job_delay = job_delay
         self.nthreads = max(1, nthreads)
         self.inline = inline
@@ -117,6 +118,8 @@ class Volunteer:
 
     def _reaper(self) -> None:
         while not self._stop.wait(1.0):
+            if not self.expire:
+                continue
             try:
                 self.store.expire_batches()
             except Exception as e:  # noqa: BLE001 - keep the thread alive, remember why

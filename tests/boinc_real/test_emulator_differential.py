@@ -106,9 +106,10 @@ class Side:
     project_dir: str  # where its files are (named in some error texts)
     http: httpx.Client
     ids: dict[str, int] = field(default_factory=dict)
-    #: seconds to retry a request the project answers "Can't connect to database" (others'
-    #: tests may stop the real project's database for a while; such a request did nothing)
-    db_patience: float = 0.0
+    #: seconds to retry a request the project refuses or answers "Can't connect to database"
+    #: (others' tests stop the real project's web server or database for a while; such a
+    #: request did nothing)
+    patience: float = 0.0
 
     def post(self, page: str, request: str, files: Sequence[tuple[str, str, bytes]] = ()
              ) -> Raw:
@@ -133,14 +134,18 @@ class Side:
         return self._fetch("GET", page_and_query)
 
     def _fetch(self, method: str, page: str, **kw: Any) -> Raw:
-        deadline = time.monotonic() + self.db_patience
+        deadline = time.monotonic() + self.patience
         while True:
-            raw = self._fetch_once(method, page, **kw)
-            if b"Can't connect to database" not in raw.content:
-                return raw
+            try:
+                raw = self._fetch_once(method, page, **kw)
+                if b"Can't connect to database" not in raw.content:
+                    return raw
+                why = "its database is down"
+            except httpx.ConnectError as exc:
+                why = f"it refuses connections ({exc})"
             if time.monotonic() > deadline:
-                why = f"{self.name} project's database unavailable for {self.db_patience:g} s"
-                if os.environ.get("GAHP_REQUIRE_BOINC_SERVER") == "1" or not self.db_patience:
+                why = f"{self.name} project unavailable for {self.patience:g} s: {why}"
+                if os.environ.get("GAHP_REQUIRE_BOINC_SERVER") == "1" or not self.patience:
                     pytest.fail(why)
                 pytest.skip(why)
             time.sleep(1)
@@ -352,8 +357,8 @@ def rpc(c: Ctx, cmd: str, inner: str = "", auth: str | None = "", page: str = ""
     return c.side.post(page or "submit_rpc_handler.php", wrap(cmd, inner, a))
 
 
-B1, B2 = f"{RUN}_b1", f"{RUN}_b2"
-J1, J2, J3 = f"{RUN}_j1", f"{RUN}_j2", f"{RUN}_j3"
+B1, B2, B3, B4 = (f"{RUN}_b{i}" for i in range(1, 5))
+J1, J2, J3, J4, J5 = (f"{RUN}_j{i}" for i in range(1, 6))
 
 
 # -- no account needed
@@ -543,6 +548,39 @@ step("retire_batch_unknown")(lambda c: rpc(c, "retire_batch", el("batch_name", f
 step("retire_batch_non_submitter")(lambda c: rpc(c, "retire_batch", el("batch_name", B1),
                                                  auth=c.nosubmit))
 step("retire_batch")(lambda c: rpc(c, "retire_batch", el("batch_name", B1)))
+def _new_batch(key: str, name: str) -> Step:
+    def create(c: Ctx) -> Raw:
+        r = _create(c, name)
+        c.side.ids[key] = int(tag_value(r, "batch_id"))
+        return r
+    return create
+
+
+def _after(seconds: float, fn: Step) -> Step:
+    """``fn``, then a pause (for what either side does in the background)."""
+    def run(c: Ctx) -> Raw:
+        r = fn(c)
+        time.sleep(seconds)
+        return r
+    return run
+
+
+# a batch past its expire time: BOINC 8.3 as deployed runs no expiry daemon, so its job stays
+step("create_batch_3")(_new_batch("b3", B3))
+step("submit_batch_3")(lambda c: _submit(c, "b3", [(J4, "--cpu_time 1", [phys(IN_A)])]))
+step("set_expire_time_past")(_after(1.5, lambda c: rpc(
+    c, "set_expire_time", el("batch_name", B3) + el("expire_time", "1700000000.123456"))))
+step("query_batch2_expired")(lambda c: rpc(c, "query_batch2", el("min_mod_time", "0")
+                                           + el("batch_name", B3)))
+step("abort_jobs_expired")(lambda c: rpc(c, "abort_jobs", el("job_name", J4)))
+# retiring a batch whose job was never sent cancels it
+step("create_batch_4")(_new_batch("b4", B4))
+step("submit_batch_4")(lambda c: _submit(c, "b4", [(J5, "--cpu_time 1", [phys(IN_A)])]))
+step("retire_batch_unsent")(lambda c: rpc(c, "retire_batch", el("batch_name", B4)))
+step("query_batch2_retired_unsent")(lambda c: rpc(c, "query_batch2", el("min_mod_time", "0")
+                                                  + el("batch_name", B4)))
+step("query_batch_retired_unsent")(lambda c: rpc(c, "query_batch", el("batch_name", B4)
+                                                 + el("get_job_details", 1)))
 step("query_batches_after_retire")(lambda c: _only_run(rpc(c, "query_batches")))
 step("query_batch2_retired")(lambda c: rpc(c, "query_batch2", el("min_mod_time", "0.000000")
                                            + el("batch_name", B1)))
@@ -550,7 +588,7 @@ step("query_batch2_retired")(lambda c: rpc(c, "query_batch2", el("min_mod_time",
 
 def _only_run(r: Raw) -> Raw:
     """query_batches lists every batch of the user: keep only this run's batches."""
-    mine = [f"<name>{b}</name>" for b in (B1, B2)]
+    mine = [f"<name>{b}</name>" for b in (B1, B2, B3, B4)]
     text = re.sub(r"    <batch>\n.*?   </batch>\n",
                   lambda m: m[0] if any(n in m[0] for n in mine) else "", r.text, flags=re.S)
     return dataclasses.replace(r, content=text.encode())
@@ -704,11 +742,12 @@ def run(real_boinc: RealBoinc, tmp_path_factory: pytest.TempPathFactory) -> Iter
     """Every step on the real server, then on the emulator; the normalised replies."""
     start = time.monotonic()
     state = tmp_path_factory.mktemp("emulator")
-    emu = EmulatorServer(state_dir=state, job_delay=0.05, volunteers=2)
+    # no batch expiry: the project runs no expiry daemon
+    emu = EmulatorServer(state_dir=state, job_delay=0.05, volunteers=2, expire_batches=False)
     with emu, httpx.Client(timeout=60) as rh, httpx.Client(timeout=60) as eh:
         emu.add_user("gahpuser", True, authenticator=real_boinc.auth)
         emu.add_user("nosubmit", False, authenticator=real_boinc.nosubmit_auth)
-        real = Side("real", real_boinc.url, str(real_boinc.project_dir), rh, db_patience=90)
+        real = Side("real", real_boinc.url, str(real_boinc.project_dir), rh, patience=90)
         side = Side("emulator", emu.url, str(state), eh)
         fin = FinishedJobs(real_boinc, real)
         replies: dict[str, dict[str, Reply]] = {"real": {}, "emulator": {}}

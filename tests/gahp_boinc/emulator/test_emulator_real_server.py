@@ -10,6 +10,7 @@ import re
 import socket
 import subprocess
 import sys
+import time
 import zipfile
 
 import httpx
@@ -18,6 +19,7 @@ from emu_helpers import Boinc, phys_name
 
 from gahp_boinc.emulator import EmulatorServer
 from gahp_boinc.emulator.handlers import fanout_dir, job_words
+from gahp_boinc.emulator.replies import db_float, php_float
 
 
 def msg(resp: httpx.Response) -> str:
@@ -240,3 +242,27 @@ def test_database_fault(server: EmulatorServer, boinc: Boinc) -> None:
     assert r.headers["content-type"] == "text/html; charset=utf-8"
     assert "<h2>Unable to handle request</h2>\nCan't connect to database<br>" in r.text
     assert b"<success>1</success>" in boinc.rpc("<ping> </ping>").content
+
+
+def test_floats_are_echoed_as_php_does() -> None:
+    """Values printed by PHP 8.2 (``php -r 'echo $x;'``)."""
+    cases = {1e-7: "1.0E-7", 1.5e-7: "1.5E-7", 1e15: "1.0E+15", 1e14: "1.0E+14",
+             123456789012345.0: "1.2345678901234E+14", 0.1 + 0.2: "0.3", -0.0: "-0",
+             1795371743.368999: "1795371743.369", 1700000000.123456: "1700000000.1235",
+             3.009401: "3.009401", 0.02995468587962963: "0.02995468587963", 7.0: "7"}
+    assert {x: php_float(x) for x in cases} == cases
+    assert db_float(1795351010.206084) == "1795351010.2061"
+
+
+def test_expiry_can_be_off(make_server) -> None:
+    """A plain BOINC 8.3 project runs no expiry daemon: a job of an expired batch stays."""
+    srv = make_server(expire_batches=False, paused=True)
+    b = Boinc(srv)
+    b.run_batch("e", "worker", [("j", "", [b"x"])])
+    r = b.call("set_expire_time", "<batch_name>e</batch_name>\n"
+               "<expire_time>1700000000.123456</expire_time>\n")
+    assert b"<success>1</success>" in r.content
+    time.sleep(1.5)  # the reaper looks every second
+    assert b.statuses("e") == {"j": "UNSENT"}
+    assert "<expire_time>1700000000.1235</expire_time>" in b.call("query_batches").text
+    b.close()
