@@ -27,6 +27,7 @@ import json
 import logging
 import os
 import shutil
+import tempfile
 import threading
 import uuid
 from collections.abc import Coroutine, Mapping
@@ -46,6 +47,12 @@ from gahp_lrms.model import DriverError, JobInfo, JobSpec, JobStatus
 log = logging.getLogger("gahp.lrms.boinc")
 
 T = TypeVar("T")
+
+
+def _in(workdir: Path, name: str) -> Path:
+    """A job file: absolute as given, else relative to the job's Iwd."""
+    path = Path(name)
+    return path if path.is_absolute() else workdir / path
 
 
 def _read_authenticator(path: str) -> str:
@@ -244,25 +251,36 @@ class BoincDriver(Driver):
             raise DriverError(f"BOINC job {native_id}: unexpected status {state or 'missing'!r}")
 
     def _completed(self, rec: dict[str, Any], project: Project) -> JobInfo:
+        """Fetch a DONE job's outputs, then call it COMPLETED.
+
+        The outputs land in a directory of the job's own first, so that Out gets this job's
+        first output even while jobs sharing the Iwd (a ``queue N``) fetch theirs; then they
+        are moved into the Iwd, each file in one rename.
+        """
         workdir = Path(rec["workdir"])
         wanted = rec["transfer_output"]
-        fetch = FetchRequest(
-            project=project,
-            job=rec["job"],
-            iwd=str(workdir),
-            stderr_file=rec["stderr"] or os.devnull,
-            mode="SOME" if wanted else "ALL",
-            specs=tuple((n, n) for n in wanted),
-        )
-        done = self._run(fetch_output(self.rpc, fetch))
-        if rec["stdout"]:
-            names = self._run(self.rpc.get_templates(project, job_name=rec["job"])).output_names
-            if names:
-                first = workdir / names[0]
-                out = Path(rec["stdout"])
-                out = out if out.is_absolute() else workdir / out
-                if first.exists() and first.resolve() != out.resolve():
-                    shutil.copyfile(first, out)
+        stage = Path(tempfile.mkdtemp(prefix=f".{rec['job']}-", dir=workdir))
+        try:
+            fetch = FetchRequest(
+                project=project,
+                job=rec["job"],
+                iwd=str(stage),
+                stderr_file=str(_in(workdir, rec["stderr"])) if rec["stderr"] else os.devnull,
+                mode="SOME" if wanted else "ALL",
+                specs=tuple((n, n) for n in wanted),
+            )
+            done = self._run(fetch_output(self.rpc, fetch))
+            if rec["stdout"]:
+                templates = self._run(self.rpc.get_templates(project, job_name=rec["job"]))
+                first = stage / templates.output_names[0] if templates.output_names else None
+                if first is not None and first.is_file():
+                    shutil.copyfile(first, _in(workdir, rec["stdout"]))
+            for path in sorted(p for p in stage.rglob("*") if p.is_file()):
+                dest = workdir / path.relative_to(stage)
+                dest.parent.mkdir(parents=True, exist_ok=True)
+                os.replace(path, dest)
+        finally:
+            shutil.rmtree(stage, ignore_errors=True)
         return self._finish(
             rec,
             {
@@ -325,8 +343,7 @@ class BoincDriver(Driver):
         (and after it) one line saying how the job failed."""
         if not rec["stderr"] or rec["stderr"] == os.devnull:
             return
-        err = Path(rec["stderr"])
-        err = err if err.is_absolute() else Path(rec["workdir"]) / err
+        err = _in(Path(rec["workdir"]), rec["stderr"])
         text = stderr if stderr.endswith("\n") or not stderr else stderr + "\n"
         try:
             err.write_text(f"{text}{reason} (job {rec['job']})\n")

@@ -175,9 +175,6 @@ def test_batch_boinc_condor_rm_aborts(need_htcondor, runs) -> None:
     assert r.condor.gahp_lines(f"GAHP[{gahp}] -> '{reqid}' '0'"), "cancel failed"
 
 
-@pytest.mark.xfail(reason="gahp_lrms/boinc.py fills Out by copying Iwd/<first output> after "
-                   "fetching every output into the shared Iwd: jobs of one submit get one "
-                   "another's output", strict=False)
 def test_batch_boinc_queue_n_each_output_is_its_own(need_htcondor, runs) -> None:
     r = _need(need_htcondor, runs)
     for i in range(MANY):
