@@ -276,6 +276,15 @@ def status_scale(system: str, env: dict[str, str], n: int, inflight: int, work: 
                 else ""
             )
         )
+        refreshes = [r for r in rounds[1:] if r.calls]
+        per_refresh = max((sum(r.calls.values()) for r in refreshes), default=0)
+        worst = max(r.wall for r in rounds[1:])
+        print(
+            f"  targets: round of {n} under 2 s: {'yes' if worst < 2 else 'NO'} "
+            f"({worst:.2f} s at most); commands per refresh <= 3: "
+            f"{'yes' if per_refresh <= 3 else 'NO'} ({per_refresh}); errors: "
+            f"{sum(r.errors for r in rounds)}"
+        )
     finally:
         cancel(system, env, natives)
 

@@ -3,6 +3,7 @@ for all jobs), and the slurm driver's bulk status on canned command output."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 from gahp_lrms import JobStatus, get_driver
@@ -92,3 +93,39 @@ def test_slurm_bulk_status_two_commands_for_any_number_of_jobs(tmp_path):
     drv.bulk_status(ids)  # slurmdbd known to be off: not asked again
     calls = (tmp_path / "calls").read_text().splitlines()
     assert [c.split()[0] for c in calls[3:]] == ["squeue", "sacct"]
+
+
+def test_a_command_driver_with_its_own_status_keeps_working(tmp_path):
+    from gahp_lrms.base import CommandDriver
+    from gahp_lrms.model import JobInfo
+
+    class Old(CommandDriver):  # a third-party driver written before query_status
+        name = "old"
+        job_id = re.compile(r"\d+\Z")
+        held: set[str] = set()
+
+        def submit(self, spec):
+            return "1"
+
+        def status(self, native_id):
+            return JobInfo(JobStatus.HELD if native_id in self.held else JobStatus.IDLE)
+
+        def cancel(self, native_id):
+            pass
+
+        def hold(self, native_id):
+            self._hold_with(native_id, ("true",), None)
+
+        def resume(self, native_id):
+            pass
+
+        def ping(self):
+            pass
+
+        def _run(self, *argv, **kw):
+            self.held.add(argv[-1])
+
+    drv = Old({}, tmp_path)
+    assert drv.registry is None  # no bulk query: per job
+    drv.hold("1")
+    assert drv.status("1").status is JobStatus.HELD
