@@ -198,10 +198,6 @@ WU_ERRORS = (
 )
 
 
-def wu_error_mask_str(mask: int) -> str:
-    return " ".join(name for bit, name in WU_ERRORS if mask & bit)
-
-
 def query_batch(b: dict, jobs: Iterable[dict], get_cpu_time: bool, details: bool) -> Reply:
     parts = ["<query_batch>\n", batch_params(b, get_cpu_time)]
     for j in jobs:
@@ -210,8 +206,9 @@ def query_batch(b: dict, jobs: Iterable[dict], get_cpu_time: bool, details: bool
             f"        <canonical_instance_id>{j['canonical_resultid']}</canonical_instance_id>\n"
         )
         if details:
-            if j["error_mask"]:
-                parts.append(f"   <error>{wu_error_mask_str(j['error_mask'])}</error>\n")
+            # one element per bit of the workunit's error mask
+            parts.extend(f"   <error>{name}</error>\n" for bit, name in WU_ERRORS
+                         if j["error_mask"] & bit)
             status = {"UNSENT": "queued", "IN_PROGRESS": "in_progress"}.get(
                 j["status"], j["status"].lower()
             )

@@ -28,6 +28,7 @@ BATCH_INIT, BATCH_IN_PROGRESS, BATCH_COMPLETE, BATCH_ABORTED, BATCH_RETIRED = 0,
 UNSENT, IN_PROGRESS, OVER = 2, 4, 5  # result.server_state
 SUCCESS, CLIENT_ERROR, DIDNT_NEED = 1, 3, 5  # result.outcome
 WU_TOO_MANY_TOTAL, WU_CANCELLED = 8, 16  # workunit.error_mask bits
+EXIT_ABORTED_BY_PROJECT = 202  # result.exit_status of an instance the project aborted
 #: the simulated volunteer host's memory and free disk (bytes)
 HOST_MEMORY, HOST_DISK = 16e9, 1e12
 #: credit granted per elapsed second: 200 cobblestones a day per GFLOPS, a 4.3 GFLOPS host
@@ -411,8 +412,18 @@ class Store:
         self, claim: Claim, exit_status: int, elapsed: float, cpu: float, stderr_out: str,
         outputs: Sequence[tuple[str, str]], output_hash: str, ok: bool,
     ) -> None:
-        """Record a returned instance and run the validator/transitioner logic."""
+        """Record a returned instance and run the validator/transitioner logic. An instance of
+        a job cancelled while it ran comes back aborted, as BOINC's client reports it after
+        the scheduler told it to abort: a client error, exit status 202, no CPU time, no
+        output; a failed instance carries no CPU time (BOINC 8.3 records none)."""
         with self.tx() as db:
+            mask = db.execute("SELECT error_mask FROM workunit WHERE id=?", (claim.wu_id,)
+                              ).fetchone()[0]
+            if mask & WU_CANCELLED:
+                ok, exit_status, elapsed, cpu, outputs = False, EXIT_ABORTED_BY_PROJECT, 0, 0, []
+                stderr_out = stderr_out.split("<![CDATA[", 1)[0]
+            if not ok:
+                cpu = 0
             db.execute(
                 "UPDATE result SET server_state=?, outcome=?, exit_status=?, elapsed_time=?,"
                 " cpu_time=?, stderr_out=?, received_time=?, output_files=?, output_hash=?"
@@ -423,6 +434,12 @@ class Store:
             wu = db.execute("SELECT * FROM workunit WHERE id=?", (claim.wu_id,)).fetchone()
             if not wu["error_mask"] and not wu["canonical_resultid"]:
                 self._validate(wu)
+            elif not ok and not wu["canonical_resultid"] and not db.execute(
+                    "SELECT 1 FROM result WHERE workunit_id=? AND server_state IN (?,?)",
+                    (wu["id"], UNSENT, IN_PROGRESS)).fetchone():
+                # the transitioner: a failure and no result left to send
+                db.execute("UPDATE workunit SET error_mask=error_mask|? WHERE id=?",
+                           (WU_TOO_MANY_TOTAL, wu["id"]))
             self._refresh(claim.wu_id)
             self._maybe_complete(wu["batch_id"])
 
