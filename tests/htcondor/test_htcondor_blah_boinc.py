@@ -65,8 +65,7 @@ def runs(htcondors, emulator: Emulator, other_project: Emulator, jobdirs
         return
     d = jobdirs(condor, "blah-boinc")
     owned(condor, d / "other.auth", other_project.authenticator + "\n").chmod(0o600)
-    # its own directory: the driver copies Iwd/<first output> to Out after fetching, so jobs
-    # of one app sharing an Iwd would race on that file
+    # a directory of its own: its output file 'out' must not be another job's
     (d / "other").mkdir()
     os.chown(d / "other", condor.uid, condor.gid)
     owned(condor, d / "other" / "in.txt", "other project\n")
