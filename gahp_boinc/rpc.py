@@ -44,9 +44,13 @@ MAX_FILES_PER_UPLOAD = 20
 """PHP's default max_file_uploads on the project server."""
 MAX_BYTES_PER_UPLOAD = 6 * 1024 * 1024
 """Stay under PHP's default post_max_size (8 MB) with room for the request part."""
-MAX_CONNECTIONS = 32
-"""Concurrent HTTP requests to the projects, over every command in flight."""
-SHARDS = 8
+MAX_CONNECTIONS = 8
+"""Concurrent HTTP requests to the projects, over every command in flight.
+
+Each kept-alive connection holds one of an Apache prefork server's children (BOINC's
+usual mod_php setup) between requests; a burst that opens more connections than the
+server has spare children waits while it forks more (at first one a second)."""
+SHARDS = 2
 """Connection pools the connections are spread over (see :class:`ShardedTransport`)."""
 
 
@@ -57,6 +61,7 @@ class ShardedTransport(httpx.AsyncBaseTransport):
     httpcore's pool examines each of its connections, some of them with a poll() system
     call, for every request it starts and finishes (O(connections²) when some are idle):
     with 32 connections in one pool that was a third of the CPU time of a burst of pings.
+    Small pools keep that cost flat whatever ``MAX_CONNECTIONS`` is.
     Every connection may stay open (with fewer kept alive, a burst closes and reopens the
     connections beyond them all the time).
     """
