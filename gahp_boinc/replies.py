@@ -153,6 +153,8 @@ def parse_query_batch_jobs(body: bytes) -> list[dict[str, str]]:
 
 
 def _text(value: Any) -> str:
+    if isinstance(value, list):  # a repeated element (one <error> per error-mask bit)
+        return ", ".join(t for t in (_text(v) for v in value) if t)
     if isinstance(value, dict):  # an element with attributes or children: its text only
         value = value.get("#text")
     return str(value).strip() if value is not None else ""

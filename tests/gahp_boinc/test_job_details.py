@@ -49,6 +49,15 @@ def test_nested_job_error_is_data():
     ]
 
 
+def test_one_error_element_per_error_mask_bit():
+    """A job aborted while it ran: BOINC 8.3 writes one <error> per bit of its error mask."""
+    body = FAILED.replace(
+        b"   <error>too_many_total_results</error>",
+        b"   <error>too_many_total_results</error>\n   <error>cancelled</error>",
+    )
+    assert parse_query_batch_jobs(body)[0]["error"] == "too_many_total_results, cancelled"
+
+
 def test_top_level_error_is_an_rpc_error():
     body = DECL + (b"<query_batch>\n<error>\n    <error_num>-1</error_num>\n"
                    b"    <error_msg>no batch named x</error_msg>\n</error>\n</query_batch>\n")

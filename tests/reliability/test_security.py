@@ -98,7 +98,10 @@ def test_template_output_name_escaping_the_directory(
         spec = attrs.evolve(apps.APPS["uppercase"], outputs=(evil,))
         monkeypatch.setitem(apps.APPS, "uppercase", spec)
         monkeypatch.setattr(handlers, "APPS", apps.APPS)
-        res = gahp.call("BOINC_FETCH_OUTPUT", "t#0", str(out), "e", "ALL", "0")
+        # A GAHP that did not submit the job (restarted) asks the server for its outputs.
+        with GahpClient(BOINC_GAHP) as fresh:
+            select(fresh, emulator)
+            res = fresh.call("BOINC_FETCH_OUTPUT", "t#0", str(out), "e", "ALL", "0")
         assert len(res) == 1 and "unsafe output file name" in res[0], res
     assert not (tmp_path / "deep" / "evil").exists() and not (tmp_path / "abs-evil").exists()
     assert sorted(p.name for p in out.iterdir()) == ["e"]
