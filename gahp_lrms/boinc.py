@@ -4,8 +4,15 @@ HTCondor 10 dropped its ``boinc`` grid type but still speaks BLAH (``grid_resour
 batch boinc``); this driver maps the BLAH job model onto BOINC's with gahp_boinc's RPC
 client and MD5 staging:
 
-- one BLAH job is one BOINC job in a batch of its own; Cmd names the BOINC application
-  (its last path component: HTCondor sends the executable joined to Iwd);
+- one BLAH job is one BOINC job; Cmd names the BOINC application (its last path component:
+  HTCondor sends the executable joined to Iwd);
+- submissions that arrive close together for the same project, account, application and
+  job parameters go into one BOINC batch: submit checks the job (inputs readable, their
+  number as the application's input template wants), records it as *queued* and returns at
+  once; a flusher thread submits each group after ``batch_window_s`` seconds (or once it
+  has ``batch_max_jobs`` jobs) in one submission, after which its jobs are *submitted*.
+  A group the project refuses holds exactly its jobs (HELD, with the project's error as
+  HoldReason). ``batch_window_s = 0``: one batch per job, submitted before submit returns;
 - In and TransferInput are the job's input files, in that order (staged by MD5);
 - when BOINC says DONE the outputs are fetched into Iwd (TransferOutput: just those;
   otherwise all), Out receives the first output file and Err the job's stderr, and only
@@ -13,40 +20,56 @@ client and MD5 staging:
 - a failed job (BOINC ERROR) is COMPLETED with the failed instance's exit status as ExitCode
   (1 when the server does not say), an ExitReason, and what is known of the failure in Err;
   not HELD: BOINC cannot run it again, so there is nothing to release;
-- cancel aborts the job (REMOVED); hold and resume are refused (BOINC cannot pause a job);
-- the batch is retired once its job is final and its outputs collected.
+- cancel aborts the job alone (REMOVED); hold and resume are refused (BOINC cannot pause a
+  job);
+- a batch is retired once every job of it is final and its outputs collected.
+
+Status comes from a :class:`~gahp_lrms.registry.StatusRegistry`: one query_batch2 per
+project and ``status_interval`` names every tracked batch; jobs it finds DONE or ERROR are
+left to the per-job path, which fetches outputs or failure details first.
 
 What the driver knows of each job is kept under ``state_dir`` (never the authenticator),
-so ids stay valid across blahpd restarts, after the batch is retired too.
+so ids stay valid across blahpd restarts, after the batch is retired too; queued jobs found
+at start are submitted unless the project already has their batch with them (never twice).
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 import os
 import shutil
 import tempfile
 import threading
+import time
 import uuid
-from collections.abc import Coroutine, Mapping
+from collections.abc import Coroutine, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, TypeVar
 
+import attrs
+
 from gahp_boinc.outputs import FetchRequest, OutputError, fetch_output
 from gahp_boinc.replies import RpcError
-from gahp_boinc.rpc import BoincRpc, CompletedJob, JobDetail, JobParams, Project
-from gahp_boinc.staging import Md5Cache, StagingError
+from gahp_boinc.rpc import BoincRpc, CompletedJob, JobDetail, JobParams, Project, Templates
+from gahp_boinc.staging import Md5Cache, StagingError, check_input, command_line
 from gahp_boinc.submit import JobSpec as BoincJob
 from gahp_boinc.submit import SubmitRequest, SubmitState, submit
 from gahp_core.config import ConfigError, read_secret_file
-from gahp_lrms.base import Driver
+from gahp_lrms.base import Driver, config_flag
 from gahp_lrms.model import DriverError, JobInfo, JobSpec, JobStatus
+from gahp_lrms.registry import DEFAULT_INTERVAL, DEFAULT_STALE_LIMIT, StatusRegistry
 
 log = logging.getLogger("gahp.lrms.boinc")
 
 T = TypeVar("T")
+
+TEMPLATE_TTL_S = 60.0
+"""Seconds an application's templates are trusted when checking submissions."""
+QUEUED, SUBMITTED, HELD_STATE = "queued", "submitted", "held"
 
 
 def _in(workdir: Path, name: str) -> Path:
@@ -60,6 +83,22 @@ def _read_authenticator(path: str) -> str:
         return read_secret_file(path, "BOINC authenticator")
     except ConfigError as exc:
         raise DriverError(str(exc)) from None
+
+
+def _new_batch_name() -> str:
+    return f"blahb-{uuid.uuid4().hex[:16]}"
+
+
+@attrs.define
+class _Group:
+    """Queued jobs that go into one BOINC batch."""
+
+    batch: str
+    project: Project
+    app: str
+    params: JobParams
+    due: float  # time.monotonic() when it is submitted
+    jobs: list[dict[str, Any]] = attrs.field(factory=list)
 
 
 class BoincDriver(Driver):
@@ -76,20 +115,37 @@ class BoincDriver(Driver):
             "insecure",
             "lease_seconds",
             "rpc_timeout",
+            "batch_window_s",
+            "batch_max_jobs",
+            "submit_attempts",
+            "status_registry",
+            "status_interval",
+            "stale_limit_s",
         }
     )
 
     def __init__(self, config: Mapping[str, Any], state_dir: Path) -> None:
         super().__init__(config, state_dir)
         self.jobs_dir = self.state_dir / "jobs"
-        self.jobs_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+        self.queued_dir = self.state_dir / "queued"
+        self.batches_dir = self.state_dir / "batches"
+        for d in (self.jobs_dir, self.queued_dir, self.batches_dir):
+            d.mkdir(parents=True, exist_ok=True, mode=0o700)
         verify: bool | str = True
         if config.get("insecure"):
             verify = False
         elif config.get("ca_bundle"):
             verify = str(config["ca_bundle"])
-        self.lease_seconds = float(config.get("lease_seconds", 7 * 24 * 3600))
-        self.rpc_timeout = float(config.get("rpc_timeout", 280))
+        try:
+            self.lease_seconds = float(config.get("lease_seconds", 7 * 24 * 3600))
+            self.rpc_timeout = float(config.get("rpc_timeout", 280))
+            self.batch_window_s = float(config.get("batch_window_s", 1.0))
+            self.batch_max_jobs = max(1, int(config.get("batch_max_jobs", 1000)))
+            self.submit_attempts = max(1, int(config.get("submit_attempts", 3)))
+            self.status_interval = float(config.get("status_interval", DEFAULT_INTERVAL))
+            self.stale_limit_s = float(config.get("stale_limit_s", DEFAULT_STALE_LIMIT))
+        except (TypeError, ValueError) as exc:
+            raise DriverError(f"boinc driver: bad numeric option ({exc})") from None
         self.md5 = Md5Cache()
         self.submit_state = SubmitState()  # shared staging lock and retry bookkeeping
         self._loop = asyncio.new_event_loop()
@@ -103,6 +159,29 @@ class BoincDriver(Driver):
         )
         self._locks: dict[str, threading.Lock] = {}
         self._locks_guard = threading.Lock()
+        # queued jobs and their groups
+        self._cond = threading.Condition()
+        self._groups: dict[tuple[Any, ...], _Group] = {}
+        self._queued: set[str] = set()
+        self._flusher: threading.Thread | None = None
+        self._submitters = ThreadPoolExecutor(4, thread_name_prefix="boinc-batch")
+        # application templates, per (project URL, app): (expiry, templates)
+        self._templates: dict[tuple[str, str], tuple[float, Templates]] = {}
+        self._template_locks: dict[tuple[str, str], threading.Lock] = {}
+        # batches: unfinished jobs of each (loaded from the batch record on first need)
+        self._batch_lock = threading.Lock()
+        self._pending: dict[str, set[str]] = {}
+        # status: where each submitted job is, and what the latest bulk query said of it
+        self._where: dict[str, tuple[str | None, str | None, str]] = {}
+        self._bulk_state: dict[str, str] = {}
+        self.use_registry = config_flag(config.get("status_registry", True))
+        self._registry: StatusRegistry | None = None
+        self._registry_lock = threading.Lock()
+        # jobs a previous process left queued: answered IDLE, cancels wait for them
+        self._recovering = {m.name for m in self.queued_dir.iterdir() if "." not in m.name}
+        self._queued.update(self._recovering)
+        if self._recovering:
+            self._start_flusher()
 
     # ---- plumbing ---------------------------------------------------------------------------
 
@@ -127,6 +206,11 @@ class BoincDriver(Driver):
         return await asyncio.get_running_loop().run_in_executor(None, fn, *args)
 
     def _project(self, url: str | None, auth_file: str | None) -> Project:
+        url, auth_file = self._resolve(url, auth_file)
+        return Project(url=url, authenticator=_read_authenticator(auth_file))
+
+    def _resolve(self, url: str | None, auth_file: str | None) -> tuple[str, str]:
+        """The project URL (ending in /) and authenticator file a job uses."""
         url = url or self.config.get("project_url")
         auth_file = auth_file or self.config.get("authenticator_file")
         if not url or not auth_file:
@@ -137,7 +221,7 @@ class BoincDriver(Driver):
         if not str(url).startswith(("http://", "https://")):
             raise DriverError(f"BOINC project URL must start with http:// or https://: {url}")
         url = str(url) if str(url).endswith("/") else f"{url}/"
-        return Project(url=url, authenticator=_read_authenticator(str(auth_file)))
+        return url, str(auth_file)
 
     def _record_path(self, native_id: str) -> Path:
         if not native_id.startswith("blah-") or not all(
@@ -154,92 +238,475 @@ class BoincDriver(Driver):
         except (OSError, ValueError) as exc:
             raise DriverError(f"cannot read the record of BOINC job {native_id}: {exc}") from None
 
-    def _save(self, rec: dict[str, Any]) -> None:
-        path = self._record_path(rec["job"])
-        tmp = path.with_name(path.name + ".tmp")
+    @staticmethod
+    def _write(path: Path, data: Mapping[str, Any]) -> None:
+        tmp = path.with_name(f"{path.name}.tmp-{threading.get_ident()}")
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         with os.fdopen(fd, "w") as fh:
-            json.dump(rec, fh)
+            json.dump(data, fh)
         os.replace(tmp, path)
 
-    def _project_of(self, rec: dict[str, Any]) -> Project:
+    def _save(self, rec: dict[str, Any]) -> None:
+        self._write(self._record_path(rec["job"]), rec)
+
+    def _project_of(self, rec: Mapping[str, Any]) -> Project:
         return self._project(rec.get("project_url"), rec.get("authenticator_file"))
 
-    # ---- the Driver interface ---------------------------------------------------------------
+    def _templates_for(self, project: Project, app: str) -> Templates:
+        """The application's templates, asked at most once per ``TEMPLATE_TTL_S``."""
+        key = (project.url, app)
+        with self._locks_guard:
+            lock = self._template_locks.setdefault(key, threading.Lock())
+        with lock:
+            cached = self._templates.get(key)
+            if cached is not None and cached[0] > time.monotonic():
+                return cached[1]
+            templates = self._run(self.rpc.get_templates(project, app_name=app))
+            self._templates[key] = (time.monotonic() + TEMPLATE_TTL_S, templates)
+            return templates
+
+    # ---- submission -------------------------------------------------------------------------
 
     def submit(self, spec: JobSpec) -> str:
         if not spec.workdir:
             raise DriverError("BOINC jobs need Iwd: outputs are fetched into it")
         workdir = Path(spec.workdir)
-        project = self._project(
-            spec.options.get("project_url"), spec.options.get("authenticator_file")
-        )
+        url_opt = spec.options.get("project_url")
+        auth_opt = spec.options.get("authenticator_file")
+        url, auth_file = self._resolve(url_opt, auth_opt)
+        project = self._project(url_opt, auth_opt)
         inputs = []
         for name in ((spec.stdin,) if spec.stdin and spec.stdin != os.devnull else ()) + tuple(
             spec.transfer_input
         ):
             path = Path(name) if os.path.isabs(name) else workdir / name
             inputs.append((str(path), path.name))
-        job = f"blah-{uuid.uuid4().hex[:16]}"
-        batch = f"{job}-batch"
+        # HTCondor sends Cmd as a path (Iwd joined with the executable): the app is its name
+        app = os.path.basename(spec.executable.rstrip("/")) or spec.executable
+        try:
+            for src, _ in inputs:
+                check_input(Path(src))
+            command_line(spec.arguments)
+        except StagingError as exc:
+            raise DriverError(str(exc)) from None
+        templates = self._templates_for(project, app)
+        if len(inputs) != templates.n_inputs:
+            raise DriverError(
+                f"the job has {len(inputs)} input files but application {app} takes "
+                f"{templates.n_inputs}"
+            )
         params = JobParams(
             rsc_memory_bound=spec.memory_mb * 1e6 if spec.memory_mb else None,
             delay_bound=float(spec.runtime_s) if spec.runtime_s else None,
         )
-        # HTCondor sends Cmd as a path (Iwd joined with the executable): the app is its name
-        app = os.path.basename(spec.executable.rstrip("/")) or spec.executable
-        req = SubmitRequest(
-            project=project,
-            batch=batch,
-            app=app,
-            jobs=(BoincJob(name=job, args=spec.arguments, inputs=tuple(inputs)),),
-            params=params,
-        )
-        self._run(
-            submit(self.rpc, req, self.md5, self._in_worker, self.lease_seconds, self.submit_state)
-        )
-        self._save(
-            {
-                "job": job,
-                "batch": batch,
-                "app": app,
-                "project_url": spec.options.get("project_url"),
-                "authenticator_file": spec.options.get("authenticator_file"),
-                "workdir": str(workdir),
-                "stdout": spec.stdout,
-                "stderr": spec.stderr,
-                "transfer_output": list(spec.transfer_output),
-                "cancelled": False,
-                "final": None,
-            }
-        )
-        log.info("submitted BOINC job %s (app %s) in batch %s", job, app, batch)
+        job = f"blah-{uuid.uuid4().hex[:16]}"
+        rec: dict[str, Any] = {
+            "job": job,
+            "batch": None,
+            "state": QUEUED,
+            "app": app,
+            "args": list(spec.arguments),
+            "inputs": [list(i) for i in inputs],
+            "params": {"memory": params.rsc_memory_bound, "delay": params.delay_bound},
+            "project_url": url_opt,
+            "authenticator_file": auth_opt,
+            "workdir": str(workdir),
+            "stdout": spec.stdout,
+            "stderr": spec.stderr,
+            "transfer_output": list(spec.transfer_output),
+            "cancelled": False,
+            "final": None,
+        }
+        if self.batch_window_s <= 0:  # one batch per job, submitted now
+            group = _Group(_new_batch_name(), project, app, params, 0.0, [rec])
+            rec["batch"] = group.batch
+            with self._cond:
+                self._queued.add(job)
+            self._save(rec)
+            self._submit_group(group)
+            rec = self._load(job) or rec
+            if rec["state"] != SUBMITTED:
+                self._forget(job)
+                raise DriverError(rec["final"]["hold_reason"])
+            return job
+        key = (url, auth_file, app, attrs.astuple(params))
+        with self._cond:
+            group = self._groups.get(key)
+            if group is None:
+                group = _Group(
+                    _new_batch_name(), project, app, params, time.monotonic() + self.batch_window_s
+                )
+                self._groups[key] = group
+            rec["batch"] = group.batch
+            self._save(rec)
+            self._mark_queued(job)
+            group.jobs.append(rec)
+            self._queued.add(job)
+            if len(group.jobs) >= self.batch_max_jobs:
+                group.due = 0.0
+            self._cond.notify_all()
+        self._start_flusher()
+        log.info("queued BOINC job %s (app %s) for batch %s", job, app, group.batch)
         return job
+
+    def _mark_queued(self, job: str) -> None:
+        fd = os.open(self.queued_dir / job, os.O_WRONLY | os.O_CREAT, 0o600)
+        os.close(fd)
+
+    def _unmark_queued(self, job: str) -> None:
+        with contextlib.suppress(FileNotFoundError):
+            (self.queued_dir / job).unlink()
+
+    def _forget(self, job: str) -> None:
+        """Drop the record of a job whose synchronous submission failed."""
+        for path in (self._record_path(job), self.queued_dir / job):
+            with contextlib.suppress(FileNotFoundError):
+                path.unlink()
+
+    def _start_flusher(self) -> None:
+        with self._cond:
+            if self._flusher is not None:
+                return
+            self._flusher = threading.Thread(
+                target=self._flush_loop, name="boinc-batch-flusher", daemon=True
+            )
+            self._flusher.start()
+
+    def _flush_loop(self) -> None:
+        """Submit each group when due; first, the jobs a previous process left queued."""
+        try:
+            self._recover()
+        except Exception:
+            log.exception("recovering queued BOINC jobs failed")
+        while True:
+            with self._cond:
+                now = time.monotonic()
+                due = [g for g in self._groups.values() if g.due <= now]
+                if not due:
+                    nxt = min((g.due for g in self._groups.values()), default=None)
+                    self._cond.wait(None if nxt is None else max(0.0, nxt - now))
+                    continue
+                for key in [k for k, g in self._groups.items() if g.due <= now]:
+                    del self._groups[key]
+            for group in due:
+                self._submitters.submit(self._submit_group, group)
+
+    def _submit_group(self, group: _Group) -> None:
+        """Submit a group's jobs as one batch; hold them all with the reason if it fails."""
+        try:
+            ok: list[dict[str, Any]] = []
+            for rec in group.jobs:
+                try:
+                    for src, _ in rec["inputs"]:
+                        check_input(Path(src))
+                except StagingError as exc:
+                    self._hold(rec, str(exc))
+                    continue
+                ok.append(rec)
+            if not ok:
+                return
+            names = [rec["job"] for rec in ok]
+            first = ok[0]
+            self._write(
+                self.batches_dir / f"{group.batch}.json",
+                {
+                    "batch": group.batch,
+                    "project_url": first["project_url"],
+                    "authenticator_file": first["authenticator_file"],
+                    "jobs": names,
+                },
+            )
+            req = SubmitRequest(
+                project=group.project,
+                batch=group.batch,
+                app=group.app,
+                jobs=tuple(
+                    BoincJob(
+                        name=rec["job"],
+                        args=tuple(rec["args"]),
+                        inputs=tuple((s, n) for s, n in rec["inputs"]),
+                    )
+                    for rec in ok
+                ),
+                params=group.params,
+            )
+            error = self._submit_with_retries(req, names)
+            if error is None:
+                for rec in ok:
+                    rec["state"] = SUBMITTED
+                    self._save(rec)
+                    self._unmark_queued(rec["job"])
+                    self._where[rec["job"]] = (
+                        rec["project_url"],
+                        rec["authenticator_file"],
+                        group.batch,
+                    )
+                registry = self.registry
+                if registry is not None:
+                    for name in names:
+                        registry.track(name)
+                log.info("submitted BOINC batch %s: %d jobs", group.batch, len(ok))
+            else:
+                reason = f"BOINC submission failed: {error}"
+                log.warning("batch %s (%d jobs): %s", group.batch, len(ok), reason)
+                for rec in ok:
+                    self._hold(rec, reason)
+                self._drop_batch_record(group.batch)
+        except Exception as exc:  # never leave a job queued forever
+            log.exception("submitting batch %s failed", group.batch)
+            for rec in group.jobs:
+                if rec.get("state") == QUEUED:
+                    self._hold(rec, f"BOINC submission failed: {type(exc).__name__}: {exc}")
+        finally:
+            with self._cond:
+                self._queued.difference_update(rec["job"] for rec in group.jobs)
+                self._cond.notify_all()
+
+    def _submit_with_retries(self, req: SubmitRequest, names: Sequence[str]) -> str | None:
+        """Submit; retry transient failures (after checking the batch did not get in).
+        None on success, else the error."""
+        error = ""
+        for attempt in range(self.submit_attempts):
+            if attempt:
+                time.sleep(min(30.0, 2.0 * 2 ** (attempt - 1)))
+                try:
+                    if self._batch_has(req.project, req.batch, names):
+                        return None
+                except DriverError as exc:
+                    error = str(exc)
+                    continue
+            fut = asyncio.run_coroutine_threadsafe(
+                submit(
+                    self.rpc,
+                    req,
+                    self.md5,
+                    self._in_worker,
+                    self.lease_seconds,
+                    self.submit_state,
+                ),
+                self._loop,
+            )
+            try:
+                fut.result(self.rpc_timeout)
+                return None
+            except TimeoutError:
+                fut.cancel()
+                error = f"the BOINC project did not answer in {self.rpc_timeout:g} s"
+            except RpcError as exc:
+                error = str(exc)
+                # submit() rewords the RPC's error; whether it was transient is on the original
+                if not (exc.retryable or getattr(exc.__context__, "retryable", False)):
+                    return error
+            except (StagingError, OutputError) as exc:
+                return str(exc)
+            log.info("submitting batch %s failed (%s): attempt %d", req.batch, error, attempt + 1)
+        return error
+
+    def _batch_has(self, project: Project, batch: str, names: Sequence[str]) -> bool:
+        """Whether the project has ``batch`` with all ``names`` in it (False: no such
+        batch, or one without them)."""
+        try:
+            _, batches = self._run(self.rpc.query_batch2(project, [batch], "0"))
+        except DriverError as exc:
+            if str(exc).endswith(f"no batch named {batch}"):
+                return False
+            raise
+        have = {name for name, _ in batches[0]}
+        return all(n in have for n in names)
+
+    def _hold(self, rec: dict[str, Any], reason: str) -> None:
+        rec["state"] = HELD_STATE
+        rec["final"] = {"status": int(JobStatus.HELD), "hold_reason": reason}
+        self._save(rec)
+        self._unmark_queued(rec["job"])
+
+    def _drop_batch_record(self, batch: str) -> None:
+        with contextlib.suppress(FileNotFoundError):
+            (self.batches_dir / f"{batch}.json").unlink()
+
+    def _recover(self) -> None:
+        """Jobs a previous process queued: mark those whose batch the project has (with
+        them) submitted, queue the others again in a new batch."""
+        by_batch: dict[str, list[dict[str, Any]]] = {}
+        for name in sorted(self._recovering):
+            try:
+                rec = self._load(name)
+            except DriverError as exc:
+                log.warning("%s", exc)
+                rec = None
+            if rec is None or rec.get("state") != QUEUED or rec.get("final"):
+                self._unmark_queued(name)
+                with self._cond:
+                    self._queued.discard(name)
+                    self._cond.notify_all()
+                continue
+            by_batch.setdefault(rec["batch"], []).append(rec)
+        for batch, recs in by_batch.items():
+            self._recover_batch(batch, recs)
+
+    def _recover_batch(self, batch: str, recs: list[dict[str, Any]]) -> None:
+        names = [r["job"] for r in recs]
+        attempt = 0
+        while True:
+            attempt += 1
+            try:
+                project = self._project_of(recs[0])
+                found = self._batch_has(project, batch, names)
+                break
+            except DriverError as exc:
+                if "authenticator" in str(exc) or "no BOINC project" in str(exc):
+                    for rec in recs:
+                        self._hold(rec, f"BOINC submission failed: {exc}")
+                    with self._cond:
+                        self._queued.difference_update(names)
+                        self._cond.notify_all()
+                    return
+                log.warning("batch %s of queued jobs: %s (retrying)", batch, exc)
+                time.sleep(min(60.0, 2.0 * attempt))
+        if found:
+            log.info("batch %s of %d queued jobs was submitted before a restart", batch, len(recs))
+            for rec in recs:
+                rec["state"] = SUBMITTED
+                self._save(rec)
+                self._unmark_queued(rec["job"])
+            registry = self.registry
+            if registry is not None:
+                for name in names:
+                    registry.track(name)
+            with self._cond:
+                self._queued.difference_update(names)
+                self._cond.notify_all()
+            return
+        new = _new_batch_name()
+        log.info("submitting %d jobs queued before a restart in batch %s", len(recs), new)
+        self._drop_batch_record(batch)
+        for rec in recs:
+            rec["batch"] = new
+            self._save(rec)
+        params = JobParams(
+            rsc_memory_bound=recs[0]["params"].get("memory"),
+            delay_bound=recs[0]["params"].get("delay"),
+        )
+        group = _Group(new, project, recs[0]["app"], params, 0.0, recs)
+        self._submit_group(group)
+
+    # ---- status -----------------------------------------------------------------------------
+
+    @property
+    def registry(self) -> StatusRegistry | None:
+        """The status registry (built on first use), or None when status is per job."""
+        if not self.use_registry:
+            return None
+        with self._registry_lock:
+            if self._registry is None:
+                self._registry = StatusRegistry(
+                    self.bulk_status,
+                    self.query_status,
+                    journal=self.state_dir / "status-registry.jsonl",
+                    interval=self.status_interval,
+                    stale_limit=self.stale_limit_s,
+                    name="BOINC project",
+                )
+            return self._registry
 
     def status(self, native_id: str) -> JobInfo:
         with self._job_lock(native_id):
             rec = self._load(native_id)
-            if rec is None:
-                return JobInfo(
-                    JobStatus.COMPLETED,
-                    exit_reason="job unknown to this server (exit status unknown)",
-                )
-            if rec["final"]:
-                return _info(rec["final"])
-            project = self._project_of(rec)
+            if rec is None or rec["final"]:
+                return self._answer_from(rec)
+            if rec.get("state") == QUEUED:
+                return JobInfo(JobStatus.IDLE)
+        registry = self.registry
+        if registry is None:
+            return self.query_status(native_id)
+        return registry.status(native_id)
+
+    @staticmethod
+    def _answer_from(rec: Mapping[str, Any] | None) -> JobInfo:
+        if rec is None:
+            return JobInfo(
+                JobStatus.COMPLETED,
+                exit_reason="job unknown to this server (exit status unknown)",
+            )
+        return _info(rec["final"])
+
+    def bulk_status(self, native_ids: Sequence[str]) -> Mapping[str, JobInfo]:
+        """States of queued and running jobs from one query_batch2 per project (naming every
+        batch of the jobs); DONE and ERROR jobs are left out (the per-job path fetches their
+        outputs or failure details)."""
+        projects: dict[tuple[str | None, str | None], dict[str, list[str]]] = {}
+        for job in native_ids:
+            where = self._where.get(job)
+            if where is None:
+                try:
+                    rec = self._load(job)
+                except DriverError:
+                    continue
+                if rec is None or rec["final"] or rec.get("state") == QUEUED:
+                    continue
+                where = (rec.get("project_url"), rec.get("authenticator_file"), rec["batch"])
+                self._where[job] = where
+            projects.setdefault(where[:2], {}).setdefault(where[2], []).append(job)
+        found: dict[str, JobInfo] = {}
+        errors: list[str] = []
+        for (url, auth_file), batches in projects.items():
             try:
-                _, batches = self._run(self.rpc.query_batch2(project, [rec["batch"]], "0"))
+                found.update(self._bulk_one(self._project(url, auth_file), batches))
             except DriverError as exc:
-                if str(exc).endswith(f"no batch named {rec['batch']}"):
-                    return self._finish(
-                        rec,
-                        {
-                            "status": int(JobStatus.COMPLETED),
-                            "exit_reason": "the BOINC batch no longer exists",
-                        },
-                    )
-                raise
-            state = dict(batches[0]).get(native_id, "")
+                errors.append(str(exc))
+        if errors and not found:
+            raise DriverError(errors[0])
+        return found
+
+    def _bulk_one(self, project: Project, batches: Mapping[str, list[str]]) -> dict[str, JobInfo]:
+        names = sorted(batches)
+        found: dict[str, JobInfo] = {}
+        while names:
+            try:
+                _, replies = self._run(self.rpc.query_batch2(project, names, "0"))
+                break
+            except DriverError as exc:
+                missing = next((b for b in names if str(exc).endswith(f"no batch named {b}")), None)
+                if missing is None:
+                    raise
+                names.remove(missing)  # its jobs are asked one by one
+        else:
+            return found
+        for jobs in replies:
+            for job, state in jobs:
+                if state in ("UNSENT", "QUEUED"):
+                    found[job] = JobInfo(JobStatus.IDLE)
+                elif state == "IN_PROGRESS":
+                    found[job] = JobInfo(JobStatus.RUNNING)
+                elif state in ("DONE", "ERROR"):
+                    self._bulk_state[job] = state
+        return found
+
+    def query_status(self, native_id: str) -> JobInfo:
+        """One job's state, asked of the project for its batch alone (outputs are fetched
+        before a DONE job is reported COMPLETED)."""
+        with self._job_lock(native_id):
+            rec = self._load(native_id)
+            if rec is None or rec["final"]:
+                return self._answer_from(rec)
+            if rec.get("state") == QUEUED:
+                return JobInfo(JobStatus.IDLE)
+            project = self._project_of(rec)
+            state = self._bulk_state.pop(native_id, "")
+            if not state:
+                try:
+                    _, batches = self._run(self.rpc.query_batch2(project, [rec["batch"]], "0"))
+                except DriverError as exc:
+                    if str(exc).endswith(f"no batch named {rec['batch']}"):
+                        return self._finish(
+                            rec,
+                            {
+                                "status": int(JobStatus.COMPLETED),
+                                "exit_reason": "the BOINC batch no longer exists",
+                            },
+                        )
+                    raise
+                state = dict(batches[0]).get(native_id, "")
             if state in ("UNSENT", "QUEUED"):
                 return JobInfo(JobStatus.IDLE)
             if state == "IN_PROGRESS":
@@ -259,6 +726,7 @@ class BoincDriver(Driver):
         """
         workdir = Path(rec["workdir"])
         wanted = rec["transfer_output"]
+        output_names = self._templates_for(project, rec["app"]).output_names
         stage = Path(tempfile.mkdtemp(prefix=f".{rec['job']}-", dir=workdir))
         try:
             fetch = FetchRequest(
@@ -269,10 +737,9 @@ class BoincDriver(Driver):
                 mode="SOME" if wanted else "ALL",
                 specs=tuple((n, n) for n in wanted),
             )
-            done = self._run(fetch_output(self.rpc, fetch))
+            done = self._run(fetch_output(self.rpc, fetch, output_names))
             if rec["stdout"]:
-                templates = self._run(self.rpc.get_templates(project, job_name=rec["job"]))
-                first = stage / templates.output_names[0] if templates.output_names else None
+                first = stage / output_names[0] if output_names else None
                 if first is not None and first.is_file():
                     shutil.copyfile(first, _in(workdir, rec["stdout"]))
             for path in sorted(p for p in stage.rglob("*") if p.is_file()):
@@ -351,19 +818,72 @@ class BoincDriver(Driver):
             log.warning("cannot write the Err file %s of job %s: %s", err, rec["job"], exc)
 
     def _finish(self, rec: dict[str, Any], final: dict[str, Any]) -> JobInfo:
-        """Record the final state, then retire the batch (best effort: it expires anyway)."""
+        """Record the final state; retire the batch once all its jobs are final (best
+        effort: it expires anyway)."""
         rec["final"] = final
         self._save(rec)
-        try:
-            self._run(self.rpc.retire_batch(self._project_of(rec), rec["batch"]))
-        except DriverError as exc:
-            log.warning("retiring batch %s failed: %s", rec["batch"], exc)
+        self._where.pop(rec["job"], None)
+        self._bulk_state.pop(rec["job"], None)
+        if self._batch_done(rec):
+            try:
+                self._run(self.rpc.retire_batch(self._project_of(rec), rec["batch"]))
+                log.info("retired BOINC batch %s", rec["batch"])
+            except DriverError as exc:
+                log.warning("retiring batch %s failed: %s", rec["batch"], exc)
+            self._drop_batch_record(rec["batch"])
         return _info(final)
+
+    def _batch_done(self, rec: Mapping[str, Any]) -> bool:
+        """Note that ``rec``'s job is final; True once every job of its batch is (for the
+        one caller that makes it so)."""
+        batch, job = rec["batch"], rec["job"]
+        with self._batch_lock:
+            pending = self._pending.get(batch)
+            if pending is None:
+                try:
+                    data = json.loads((self.batches_dir / f"{batch}.json").read_text())
+                    members = [str(n) for n in data["jobs"]]
+                except FileNotFoundError:
+                    return True  # a batch of one job (submitted before batches were shared)
+                except (OSError, ValueError, KeyError) as exc:
+                    log.warning("batch record of %s unreadable (%s): not retiring it", batch, exc)
+                    return False
+                pending = set()
+                for name in members:
+                    if name == job:
+                        continue
+                    try:
+                        other = self._load(name)
+                    except DriverError:
+                        other = None
+                    if other is not None and not other["final"]:
+                        pending.add(name)
+                self._pending[batch] = pending
+            pending.discard(job)
+            if pending:
+                return False
+            del self._pending[batch]
+            return True
+
+    # ---- other requests ---------------------------------------------------------------------
 
     def cancel(self, native_id: str) -> None:
         with self._job_lock(native_id):
             rec = self._load(native_id)
-            if rec is None or rec["final"]:
+            if rec is None:
+                return
+            if rec.get("state") == QUEUED and not rec["final"]:
+                # Submitted first (it is in a batch with others), then aborted.
+                self._await_submission(native_id)
+                rec = self._load(native_id)
+                if rec is None:
+                    return
+                if rec.get("state") == QUEUED and not rec["final"]:
+                    raise DriverError(f"BOINC job {native_id} is still being submitted")
+            if rec["final"]:
+                if rec["final"]["status"] == int(JobStatus.HELD):
+                    rec["final"] = {"status": int(JobStatus.REMOVED)}
+                    self._save(rec)
                 return
             try:
                 self._run(self.rpc.abort_jobs(self._project_of(rec), [native_id]))
@@ -372,6 +892,23 @@ class BoincDriver(Driver):
                     raise
             rec["cancelled"] = True
             self._finish(rec, {"status": int(JobStatus.REMOVED)})
+        registry = self.registry
+        if registry is not None:
+            registry.invalidate(native_id)
+
+    def _await_submission(self, native_id: str) -> None:
+        """Submit the queued job's group now and wait until it is."""
+        deadline = time.monotonic() + self.rpc_timeout
+        with self._cond:
+            for group in self._groups.values():
+                if any(r["job"] == native_id for r in group.jobs):
+                    group.due = 0.0
+            self._cond.notify_all()
+            while native_id in self._queued:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise DriverError(f"BOINC job {native_id} is still being submitted")
+                self._cond.wait(left)
 
     def hold(self, native_id: str) -> None:
         raise DriverError("BOINC jobs cannot be held: a volunteer may be running them")
@@ -390,4 +927,5 @@ def _info(final: Mapping[str, Any]) -> JobInfo:
         exit_reason=final.get("exit_reason"),
         wallclock_s=final.get("wallclock_s"),
         user_cpu_s=final.get("user_cpu_s"),
+        hold_reason=final.get("hold_reason"),
     )

@@ -1,0 +1,116 @@
+"""The boinc job driver's shared batches, in-process against the emulator: a restart after
+the batch reached the project but before the jobs were marked submitted (never submitted
+twice), and bulk status when one batch is gone."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import pytest
+
+from gahp_boinc.emulator import EmulatorServer
+from gahp_lrms import JobSpec, JobStatus
+from gahp_lrms.boinc import BoincDriver
+
+
+@pytest.fixture
+def emulator(tmp_path):
+    with EmulatorServer(state_dir=tmp_path / "project", port=0, job_delay=0.1) as srv:
+        srv.pause_volunteer()
+        yield srv
+
+
+def make_driver(tmp_path: Path, emulator: EmulatorServer, **extra: object) -> BoincDriver:
+    auth = tmp_path / "auth"
+    auth.write_text(emulator.authenticator + "\n")
+    config = {
+        "project_url": emulator.url,
+        "authenticator_file": str(auth),
+        "retries": 1,
+        "batch_window_s": 0.3,
+        "status_interval": 0.5,
+        **extra,
+    }
+    return BoincDriver(config, tmp_path / "state")
+
+
+def specs(work: Path, n: int, app: str = "uppercase") -> list[JobSpec]:
+    work.mkdir(exist_ok=True)
+    out = []
+    for i in range(n):
+        (work / f"in.{app}.{i}").write_text(f"job {i}\n")
+        out.append(JobSpec(executable=app, workdir=str(work), stdin=f"in.{app}.{i}"))
+    return out
+
+
+def wait_for(cond, timeout: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not cond():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.05)
+
+
+def count(emulator: EmulatorServer, table: str) -> int:
+    return emulator.store.one(f"SELECT COUNT(*) AS n FROM {table}")["n"]
+
+
+def test_restart_after_the_batch_got_in_does_not_submit_twice(tmp_path, emulator):
+    drv = make_driver(tmp_path, emulator)
+    ids = [drv.submit(s) for s in specs(tmp_path / "work", 3)]
+    wait_for(lambda: not any((drv.queued_dir / j).exists() for j in ids))
+    assert count(emulator, "workunit") == 3 and count(emulator, "batch") == 1
+    # As if blahpd died after submit_batch, before it recorded the jobs as submitted:
+    for job in ids:
+        path = drv.jobs_dir / f"{job}.json"
+        rec = json.loads(path.read_text())
+        rec["state"] = "queued"
+        path.write_text(json.dumps(rec))
+        (drv.queued_dir / job).touch()
+    again = make_driver(tmp_path, emulator)
+    assert all(again.status(j).status is JobStatus.IDLE for j in ids)
+    wait_for(lambda: not any((again.queued_dir / j).exists() for j in ids))
+    assert all(json.loads((again.jobs_dir / f"{j}.json").read_text())["state"] == "submitted"
+               for j in ids)
+    assert count(emulator, "workunit") == 3 and count(emulator, "batch") == 1
+    emulator.resume_volunteer()
+    for job in ids:
+        wait_for(lambda job=job: again.status(job).status is JobStatus.COMPLETED)
+        assert again.status(job).exit_code == 0
+
+
+def test_restart_with_a_batch_created_but_not_filled_submits_in_a_new_batch(
+    tmp_path, emulator
+):
+    drv = make_driver(tmp_path, emulator, batch_window_s=60)
+    ids = [drv.submit(s) for s in specs(tmp_path / "work", 2)]
+    rec = json.loads((drv.jobs_dir / f"{ids[0]}.json").read_text())
+    # the old process got as far as create_batch
+    emulator.store.create_batch(1, emulator.store.app_by_name("uppercase")["id"],
+                                rec["batch"], 0)
+    again = make_driver(tmp_path, emulator)
+    wait_for(lambda: not any((again.queued_dir / j).exists() for j in ids))
+    assert count(emulator, "workunit") == 2
+    emulator.resume_volunteer()
+    for job in ids:
+        wait_for(lambda job=job: again.status(job).status is JobStatus.COMPLETED)
+
+
+def test_bulk_status_survives_a_batch_that_is_gone(tmp_path, emulator):
+    drv = make_driver(tmp_path, emulator)
+    up = [drv.submit(s) for s in specs(tmp_path / "work", 2)]
+    fail = [drv.submit(s) for s in specs(tmp_path / "work", 2, app="fail")]
+    wait_for(lambda: count(emulator, "workunit") == 4)
+    wait_for(lambda: not any((drv.queued_dir / j).exists() for j in up + fail))
+    gone = json.loads((drv.jobs_dir / f"{fail[0]}.json").read_text())["batch"]
+    with emulator.store.tx() as db:
+        db.execute("UPDATE batch SET name='renamed' WHERE name=?", (gone,))
+    time.sleep(0.6)
+    emulator.reset_stats()
+    assert [drv.status(j).status for j in up] == [JobStatus.IDLE, JobStatus.IDLE]
+    for job in fail:
+        info = drv.status(job)
+        assert info.status is JobStatus.COMPLETED and "no longer exists" in info.exit_reason
+    # one bulk query (failing on the missing batch, then without it), one direct per job
+    assert emulator.stats["query_batch2"] == 4, emulator.stats
