@@ -323,6 +323,7 @@ class BoincDriver(Driver):
             with self._cond:
                 self._queued.add(job)
             self._save(rec)
+            self._mark_queued(job)  # found by the next process if this one dies meanwhile
             self._submit_group(group)
             rec = self._load(job) or rec
             if rec["state"] != SUBMITTED:
@@ -373,11 +374,10 @@ class BoincDriver(Driver):
             self._flusher.start()
 
     def _flush_loop(self) -> None:
-        """Submit each group when due; first, the jobs a previous process left queued."""
-        try:
-            self._recover()
-        except Exception:
-            log.exception("recovering queued BOINC jobs failed")
+        """Submit each group when due (and, beside, the jobs a previous process left
+        queued)."""
+        if self._recovering:
+            self._submitters.submit(self._recover)
         while True:
             with self._cond:
                 now = time.monotonic()
@@ -526,7 +526,13 @@ class BoincDriver(Driver):
 
     def _recover(self) -> None:
         """Jobs a previous process queued: mark those whose batch the project has (with
-        them) submitted, queue the others again in a new batch."""
+        them) submitted, submit the others again in a new batch."""
+        try:
+            self._recover_all()
+        except Exception:
+            log.exception("recovering queued BOINC jobs failed")
+
+    def _recover_all(self) -> None:
         by_batch: dict[str, list[dict[str, Any]]] = {}
         for name in sorted(self._recovering):
             try:

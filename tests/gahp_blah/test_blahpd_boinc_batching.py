@@ -309,3 +309,20 @@ def test_status_of_many_jobs_is_one_request_per_project(blah, emulator):
     emulator.resume_volunteer()
     for jobid in ids:
         blah.wait(jobid, COMPLETED)
+
+
+def test_window_zero_is_a_batch_per_job_on_the_project_when_submit_returns(tmp_path, emulator):
+    blah = Blah(tmp_path, emulator, window=0)
+    try:
+        blah.inputs(3)
+        ids = blah.submit_all([blah.job(i) for i in range(3)])
+        assert set(workunits(emulator)) == {native(j) for j in ids}  # no waiting
+        assert len(batches(emulator)) == 3
+        emulator.inject_fault("http500", 1, rpc="submit_batch")
+        res = blah.c.call("BLAH_JOB_SUBMIT", blah.job(0), timeout=60)
+        assert res[0] != "0" and "HTTP 500" in res[1] and res[2] == "N/A", res
+        for jobid in ids:
+            assert blah.wait(jobid, COMPLETED)["ExitCode"] == 0
+        assert all(b["state"] == 4 for b in batches(emulator) if b["njobs"])
+    finally:
+        blah.c.close()
