@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import fcntl
 import json
 import logging
 import os
@@ -177,9 +178,17 @@ class BoincDriver(Driver):
         self.use_registry = config_flag(config.get("status_registry", True))
         self._registry: StatusRegistry | None = None
         self._registry_lock = threading.Lock()
-        # jobs a previous process left queued: answered IDLE, cancels wait for them
-        self._recovering = {m.name for m in self.queued_dir.iterdir() if "." not in m.name}
+        # This process owns the jobs it queues while it holds a lock on owners/<id>; jobs
+        # queued by a process that is gone (its lock free) are taken over: answered IDLE,
+        # cancels wait for them, and they are submitted (or found on the project).
+        self.owners_dir = self.state_dir / "owners"
+        self.owners_dir.mkdir(exist_ok=True, mode=0o700)
+        self._owner = f"{os.getpid()}-{uuid.uuid4().hex[:8]}"
+        self._owner_fd = self._lock_owner(self._owner, create=True)
+        self._adopted: dict[str, int] = {}  # owner id -> fd of its lock, held until recovered
+        self._recovering = self._orphans()
         self._queued.update(self._recovering)
+        self._forget_dead_owners()
         if self._recovering:
             self._start_flusher()
 
@@ -351,8 +360,69 @@ class BoincDriver(Driver):
         return job
 
     def _mark_queued(self, job: str) -> None:
-        fd = os.open(self.queued_dir / job, os.O_WRONLY | os.O_CREAT, 0o600)
-        os.close(fd)
+        fd = os.open(self.queued_dir / job, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        try:
+            os.write(fd, self._owner.encode())
+        finally:
+            os.close(fd)
+
+    def _lock_owner(self, owner: str, create: bool = False) -> int | None:
+        """An fd holding the lock of ``owner``, or None when its process holds it."""
+        fd = os.open(self.owners_dir / owner, os.O_RDWR | os.O_CREAT, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | (0 if create else fcntl.LOCK_NB))
+        except OSError:
+            os.close(fd)
+            return None
+        return fd
+
+    def _orphans(self) -> set[str]:
+        """Queued jobs whose process is gone (their owner's lock is free): now ours."""
+        found = set()
+        for marker in self.queued_dir.iterdir():
+            if "." in marker.name:
+                continue
+            try:
+                owner = marker.read_text().strip()
+            except OSError:
+                continue
+            if owner == self._owner:
+                continue
+            if owner and owner not in self._adopted:
+                if not all(c.isalnum() or c == "-" for c in owner):
+                    continue
+                fd = self._lock_owner(owner)
+                if fd is None:
+                    continue  # a live blahpd on this state directory submits it
+                self._adopted[owner] = fd
+            found.add(marker.name)
+        return found
+
+    def _forget_dead_owners(self, min_age_s: float = 300.0) -> None:
+        """Remove the lock files of processes gone long ago (not of one just starting)."""
+        now = time.time()
+        for path in self.owners_dir.iterdir():
+            owner = path.name
+            if owner == self._owner or owner in self._adopted:
+                continue
+            try:
+                if now - path.stat().st_mtime < min_age_s:
+                    continue
+            except OSError:
+                continue
+            fd = self._lock_owner(owner)
+            if fd is not None:
+                with contextlib.suppress(OSError):
+                    path.unlink()
+                os.close(fd)
+
+    def _release_adopted(self) -> None:
+        """The orphans are recovered: drop the lock files of their dead owners."""
+        for owner, fd in self._adopted.items():
+            with contextlib.suppress(OSError):
+                (self.owners_dir / owner).unlink()
+            os.close(fd)
+        self._adopted.clear()
 
     def _unmark_queued(self, job: str) -> None:
         with contextlib.suppress(FileNotFoundError):
@@ -531,6 +601,8 @@ class BoincDriver(Driver):
             self._recover_all()
         except Exception:
             log.exception("recovering queued BOINC jobs failed")
+        else:
+            self._release_adopted()
 
     def _recover_all(self) -> None:
         by_batch: dict[str, list[dict[str, Any]]] = {}

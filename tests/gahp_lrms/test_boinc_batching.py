@@ -5,6 +5,7 @@ twice), and bulk status when one batch is gone."""
 from __future__ import annotations
 
 import json
+import os
 import time
 from pathlib import Path
 
@@ -52,6 +53,13 @@ def wait_for(cond, timeout: float = 30.0) -> None:
         time.sleep(0.05)
 
 
+def die(drv: BoincDriver) -> None:
+    """As if the driver's process were killed: its lock is free, its queue never flushed."""
+    with drv._cond:
+        drv._groups.clear()
+    os.close(drv._owner_fd)
+
+
 def count(emulator: EmulatorServer, table: str) -> int:
     return emulator.store.one(f"SELECT COUNT(*) AS n FROM {table}")["n"]
 
@@ -67,7 +75,8 @@ def test_restart_after_the_batch_got_in_does_not_submit_twice(tmp_path, emulator
         rec = json.loads(path.read_text())
         rec["state"] = "queued"
         path.write_text(json.dumps(rec))
-        (drv.queued_dir / job).touch()
+        (drv.queued_dir / job).write_text(drv._owner)
+    die(drv)
     again = make_driver(tmp_path, emulator)
     assert all(again.status(j).status is JobStatus.IDLE for j in ids)
     wait_for(lambda: not any((again.queued_dir / j).exists() for j in ids))
@@ -89,6 +98,7 @@ def test_restart_with_a_batch_created_but_not_filled_submits_in_a_new_batch(
     # the old process got as far as create_batch
     emulator.store.create_batch(1, emulator.store.app_by_name("uppercase")["id"],
                                 rec["batch"], 0)
+    die(drv)
     again = make_driver(tmp_path, emulator)
     wait_for(lambda: not any((again.queued_dir / j).exists() for j in ids))
     assert count(emulator, "workunit") == 2
@@ -114,3 +124,20 @@ def test_bulk_status_survives_a_batch_that_is_gone(tmp_path, emulator):
         assert info.status is JobStatus.COMPLETED and "no longer exists" in info.exit_reason
     # one bulk query (failing on the missing batch, then without it), one direct per job
     assert emulator.stats["query_batch2"] == 4, emulator.stats
+
+
+def test_a_live_process_keeps_its_queued_jobs_a_dead_ones_are_taken_over(tmp_path, emulator):
+    first = make_driver(tmp_path, emulator, batch_window_s=60)
+    ids = [first.submit(s) for s in specs(tmp_path / "work", 2)]
+    second = make_driver(tmp_path, emulator)  # e.g. a second blahpd of the same user
+    assert second._recovering == set()
+    time.sleep(0.5)
+    assert count(emulator, "workunit") == 0  # it did not submit the first one's jobs
+    die(first)
+    third = make_driver(tmp_path, emulator)
+    assert third._recovering == set(ids)
+    wait_for(lambda: count(emulator, "workunit") == 2)
+    wait_for(lambda: not any((third.queued_dir / j).exists() for j in ids))
+    time.sleep(0.3)
+    assert count(emulator, "workunit") == 2 and count(emulator, "batch") == 1
+    assert not (third.owners_dir / first._owner).exists()
