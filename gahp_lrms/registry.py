@@ -29,7 +29,7 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -82,6 +82,12 @@ class _Entry:
     seen: float = 0.0  # wall-clock time the state was last known true
     generation: int = -1  # the refresh that described it (-1: none, or stale)
     dirty: bool = False  # changed by the server: query directly next time
+    saved: float = 0.0  # the ``seen`` last written to the journal
+
+
+def _same_state(a: JobInfo | None, b: JobInfo) -> bool:
+    """Equal but for the time the job has run (which changes at every query)."""
+    return a is not None and attrs.evolve(a, wallclock_s=None) == attrs.evolve(b, wallclock_s=None)
 
 
 @attrs.define
@@ -98,8 +104,10 @@ class RegistryStats:
 class StatusRegistry:
     """Job states from one bulk query per ``interval`` (see the module documentation).
 
-    ``journal`` is the file tracked jobs are kept in (None: not kept); ``clock`` gives
-    wall-clock seconds (tests pass a fake one).  Thread-safe."""
+    ``journal`` is the file tracked jobs are kept in (None: not kept): a job's line is written
+    when its state changes, else at most every ``persist_every`` seconds (default: a tenth of
+    ``stale_limit``, at most 60).  ``clock`` gives wall-clock seconds (tests pass a fake
+    one).  Thread-safe."""
 
     def __init__(
         self,
@@ -112,6 +120,7 @@ class StatusRegistry:
         keep_finished: float = DEFAULT_KEEP_FINISHED,
         clock: Callable[[], float] = time.time,
         name: str = "batch system",
+        persist_every: float | None = None,
     ) -> None:
         self.bulk = bulk
         self.direct = direct
@@ -119,6 +128,9 @@ class StatusRegistry:
         self.interval = float(interval)
         self.stale_limit = float(stale_limit)
         self.keep_finished = float(keep_finished)
+        self.persist_every = (
+            min(60.0, self.stale_limit / 10) if persist_every is None else float(persist_every)
+        )
         self.clock = clock
         self.name = name
         self.stats = RegistryStats()
@@ -236,7 +248,7 @@ class StatusRegistry:
             if (entry.info is not None and entry.info.finished) or entry.seen > now:
                 entry.generation = self._generation  # a direct query after this one's start
                 continue
-            if entry.info != info:
+            if not _same_state(entry.info, info) or now - entry.saved >= self.persist_every:
                 changed.append((native_id, entry))
             entry.info, entry.seen, entry.generation = info, now, self._generation
         self._append(changed)
@@ -269,7 +281,9 @@ class StatusRegistry:
             entry = self._entries.get(native_id)
             if entry is None:
                 entry = self._entries[native_id] = _Entry()
-            changed = entry.info != info
+            changed = (
+                not _same_state(entry.info, info) or started - entry.saved >= self.persist_every
+            )
             entry.info, entry.seen, entry.dirty = info, started, False
             # Current until the next refresh, as if the latest one had described it.
             entry.generation = self._generation if self._last_error is None else -1
@@ -301,11 +315,11 @@ class StatusRegistry:
                 seen = float(record.get("seen", 0.0))
             except (ValueError, KeyError, TypeError):
                 continue  # a line cut short by a crash
-            self._entries[native_id] = _Entry(info, seen)
+            self._entries[native_id] = _Entry(info, seen, saved=seen)
         self._journal_lines = lines
         self._compact()
 
-    def _append(self, changes: Iterable[tuple[str, _Entry]]) -> None:
+    def _append(self, changes: Sequence[tuple[str, _Entry]]) -> None:
         if self.journal is None:
             return
         lines = [
@@ -322,6 +336,8 @@ class StatusRegistry:
         ]
         if not lines:
             return
+        for _native_id, e in changes:
+            e.saved = e.seen
         try:
             self.journal.parent.mkdir(parents=True, exist_ok=True)
             with open(self.journal, "a") as fh:

@@ -6,6 +6,7 @@ import threading
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
+import attrs
 import pytest
 
 from gahp_lrms import DriverError, JobInfo, JobStatus
@@ -230,7 +231,7 @@ def test_journal_is_compacted_and_tolerates_a_torn_line(tmp_path):
     reg = make(batch, clock, journal)
     reg.track("1")
     for n in range(1100):  # many changes of one job
-        batch.jobs["1"] = JobInfo(JobStatus.RUNNING, wallclock_s=float(n))
+        batch.jobs["1"] = JobInfo(JobStatus.RUNNING, worker_node=f"node{n}")
         clock.now += 10
         reg.status("1")
     assert len(journal.read_text().splitlines()) < 1100
@@ -238,7 +239,33 @@ def test_journal_is_compacted_and_tolerates_a_torn_line(tmp_path):
         fh.write('{"id": "2", "inf')  # a crash in the middle of a write
     again = make(batch, clock, journal)
     assert again.tracked() == ["1"]
-    assert again.status("1").wallclock_s == 1099.0
+    batch.down = True
+    assert again.status("1").worker_node == "node1099"
+
+
+def test_journal_is_not_rewritten_for_the_running_time_alone(tmp_path):
+    journal = tmp_path / "reg.jsonl"
+    batch, clock = FakeBatch({"1": RUNNING}), Clock()
+    reg = make(batch, clock, journal, stale_limit=600)  # written at least every 60 s
+    reg.track("1")
+    assert reg.status("1") == RUNNING
+    lines = len(journal.read_text().splitlines())
+    for n in range(5):  # 50 s of refreshes: only the running time changes
+        batch.jobs["1"] = attrs.evolve(RUNNING, wallclock_s=10.0 + n)
+        clock.now += 10
+        assert reg.status("1").wallclock_s == 10.0 + n
+    assert len(journal.read_text().splitlines()) == lines
+    clock.now += 10  # 60 s after it was written: written again, as seen true now
+    reg.status("1")
+    assert len(journal.read_text().splitlines()) == lines + 1
+    # A restart during an outage: the limit counts from that last write.
+    batch.down = True
+    clock.now += 590
+    again = make(batch, clock, journal, stale_limit=600)
+    assert again.status("1").status is JobStatus.RUNNING
+    clock.now += 20
+    with pytest.raises(DriverError, match="not answered for 610 s"):
+        again.status("1")
 
 
 def test_finished_jobs_are_forgotten_after_keep_finished(tmp_path):
