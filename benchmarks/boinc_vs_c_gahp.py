@@ -36,6 +36,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -482,6 +483,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--small", action="store_true",
                    help="CI size: 200 pings, 100 jobs, 10 fetches of 1 real job")
     p.add_argument("--emulator-only", action="store_true")
+    p.add_argument("--keep", action="store_true", help="keep the work directory (inputs, outputs)")
     p.add_argument("--serve-emulator", metavar="DIR", help=argparse.SUPPRESS)
     p.add_argument("--job-delay", type=float, default=0.05, help=argparse.SUPPRESS)
     a = p.parse_args(argv)
@@ -511,7 +513,7 @@ def main(argv: list[str] | None = None) -> int:
     ours_cmd = [sys.executable, "-m", "gahp_boinc", "--timeout", "120"]
     gahps = {OURS: ours_cmd} | ({THEIRS: [c_gahp]} if c_gahp else {})
     work = Path(tempfile.mkdtemp(prefix="boinc-vs-c-"))
-    print(f"load before: {' '.join(f'{x:.2f}' for x in os.getloadavg())}; work dir {work}")
+    print(f"load before: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
     if why_not:
         print(f"real server lines skipped: {why_not}" + ("" if c_gahp else "; C GAHP missing"))
 
@@ -568,6 +570,8 @@ def main(argv: list[str] | None = None) -> int:
             finally:
                 real.stop()
     print(f"load after: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+    if not a.keep:
+        shutil.rmtree(work, ignore_errors=True)
     table = Table()
     for t in tables:
         table.rows += t.rows
