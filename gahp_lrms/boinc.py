@@ -995,6 +995,11 @@ class BoincDriver(Driver):
         raise DriverError("BOINC jobs cannot be held, so there is nothing to resume")
 
     def ping(self) -> None:
+        """Ping the configured project. With none configured each job names its own
+        (BoincProjectUrl), so there is nothing to check: the answer is "up". A failed
+        BLAH_PING would mark the resource down and keep every such job idle for good."""
+        if not self.config.get("project_url") and not self.config.get("authenticator_file"):
+            return
         self._run(self.rpc.ping(self._project(None, None)))
 
 
