@@ -3,9 +3,9 @@ against the project emulator, named in blahpd's configuration ([driver.boinc]), 
 extends for its duration.  On 9.12 `BOINC_GAHP` is set for the `boinc` grid type and would
 take these jobs.
 
-The project must be in the configuration: 25.0 sends `BLAH_PING <reqid> boinc` before any
-submit, and a failed ping marks the resource down, so jobs that name their project only
-through `+remote_BoincProjectUrl` never get submitted."""
+25.0 sends `BLAH_PING <reqid> boinc` before any submit, and a failed ping marks the resource
+down; with no project configured the driver answers the ping as up (tests/gahp_lrms/
+test_boinc_ping.py), so jobs that name their own project still get submitted."""
 
 from __future__ import annotations
 
