@@ -83,10 +83,20 @@ def healthy() -> bool:
     return port_open(80) and port_open(3306)
 
 
-def restart_services(real_boinc) -> None:
-    """The bundle's setup.sh starts whatever is not running (MariaDB, Apache, daemons)."""
+def restart_services(real_boinc, attempts: int = 3) -> None:
+    """The bundle's setup.sh starts whatever is not running (MariaDB, Apache, daemons).
+
+    A project daemon that lost its database may still be exiting when setup.sh looks for
+    it two seconds after bin/start ("not all daemons are running"): then try again."""
     assert real_boinc.bundle is not None, "no GAHP_BOINC_BUNDLE in the env file"
-    run(str(real_boinc.bundle / "setup.sh"), timeout=300)
+    for attempt in range(attempts):
+        try:
+            run(str(real_boinc.bundle / "setup.sh"), timeout=300)
+            return
+        except AssertionError:
+            if attempt == attempts - 1:
+                raise
+            time.sleep(5)
 
 
 @pytest.fixture(scope="module")

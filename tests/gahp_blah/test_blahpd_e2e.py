@@ -169,7 +169,7 @@ def test_hold_and_resume(blah, lrms, program, tmp_path):
             HostSMPSize=os.cpu_count(),
             Out="b",
             Err="be",
-            gridtype=lrms,
+            gridtype="slurm",  # PBS here is Slurm's commands: the same node
         )
         blocker = res[2]
         blah.wait(blocker, 2)
