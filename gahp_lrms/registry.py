@@ -145,10 +145,12 @@ class StatusRegistry:
 
     # ------------------------------------------------------------------ public API
     def track(self, native_id: str, info: JobInfo | None = None) -> None:
-        """Start tracking a job (e.g. just submitted); its first status is bulk or direct."""
+        """Start tracking a job just submitted; its first status is bulk or direct.
+
+        Whatever was known of an earlier job with the same id is forgotten: batch systems
+        reuse ids (Slurm and Grid Engine wrap around, a reinstalled cell starts again at 1),
+        and the batch system has just given this id to a new job."""
         with self._cond:
-            if native_id in self._entries:
-                return
             entry = _Entry(info, self.clock() if info else 0.0)
             self._entries[native_id] = entry
             self._append([(native_id, entry)])

@@ -93,6 +93,22 @@ def test_finished_job_is_final_and_exact():
     assert "1" not in batch.bulk_calls[-1]  # no longer asked for
 
 
+def test_an_id_the_batch_system_gives_again_is_a_new_job(tmp_path):
+    """A reinstalled cell (or a wrapped counter) reuses ids: a new submission must not be
+    answered with the final state of the earlier job of the same id, also after a restart."""
+    batch, clock = FakeBatch({"7": DONE}), Clock()
+    reg = make(batch, clock, journal=tmp_path / "j.jsonl")
+    reg.track("7")
+    assert reg.status("7") == DONE
+    batch.jobs["7"] = IDLE  # the id given again, to a new job
+    reg.track("7")
+    clock.now += 11
+    assert reg.status("7") == IDLE
+    again = make(batch, clock, journal=tmp_path / "j.jsonl")
+    clock.now += 11
+    assert again.status("7") == IDLE
+
+
 def test_unknown_or_left_out_jobs_are_queried_directly():
     batch, clock = FakeBatch({"1": IDLE, "2": RUNNING, "3": IDLE}), Clock()
     reg = make(batch, clock)
