@@ -34,7 +34,29 @@ project_answers() {
         2>/dev/null | grep -q '<success>1</success>'
 }
 
+# Jobs an earlier run left unfinished are cancelled and the daemons restarted: they hold the one
+# volunteer CPU, and a job no app version fits (an app_version_num the project lacks) blocks
+# every job of its app on BOINC's scheduler, whose per-request version cache then answers "no
+# app version" for the rest; the feeder keeps such a job in shared memory until it restarts.
+clear_leftovers() {
+    local ids n
+    ids=$(mysql -N -B -h127.0.0.1 -uboincadm -pboincpw boinctest -e \
+        "SELECT DISTINCT w.id FROM workunit w JOIN result r ON r.workunitid=w.id
+         WHERE r.server_state IN (2,4) AND (w.error_mask & 16)=0" 2>/dev/null) || {
+        log "WARNING: cannot read the project database to clear leftover jobs"; return 0; }
+    n=$(printf '%s\n' "$ids" | grep -c . || true)
+    [ "$n" -gt 0 ] || return 0
+    log "cancelling $n job(s) left unfinished by an earlier run; restarting the project's daemons"
+    for id in $ids; do
+        ( cd "$PROJECT_DIR" && runuser -u www-data -- bin/cancel_jobs "$id" "$id" ) >/dev/null 2>&1 \
+            || log "WARNING: bin/cancel_jobs $id failed"
+    done
+    ( cd "$PROJECT_DIR" && runuser -u www-data -- bin/stop && runuser -u www-data -- bin/start ) \
+        >/dev/null 2>&1 || log "WARNING: restarting the project's daemons failed"
+}
+
 if [ -f "$ENV_FILE" ] && project_answers; then
+    clear_leftovers
     log "project $PROJECT_URL answers; env in $ENV_FILE"
     cat "$ENV_FILE"
     exit 0
@@ -87,5 +109,6 @@ export GAHP_BOINC_ACCESS_LOG=/var/log/apache2/access.log
 export GAHP_BOINC_BUNDLE=$BUNDLE
 ENV
 mv "$tmp" "$ENV_FILE"
+clear_leftovers
 log "project $PROJECT_URL up; env in $ENV_FILE"
 cat "$ENV_FILE"

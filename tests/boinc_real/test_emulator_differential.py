@@ -226,7 +226,10 @@ class Finished:
 def _single_job_batches(real: RealBoinc, done: bool) -> list[dict[str, str]]:
     # (a DONE job named with a dot, as HTCondor's "...#1.0", gets an empty zip from
     # get_output.php?cmd=workunit_files on BOINC 8.3, a fault not reproduced: docs/emulator.md)
-    cond = "w.canonical_resultid>0 AND w.error_mask=0 AND w.name NOT LIKE '%.%'" if done else (
+    # (a batch retired while its job still ran keeps completion_time 0 on the real server, a
+    # history the mirror cannot replay: only batches that completed before any retire)
+    cond = ("w.canonical_resultid>0 AND w.error_mask=0 AND w.name NOT LIKE '%.%'"
+            " AND (b.state<>4 OR b.completion_time>0)") if done else (
         "w.canonical_resultid=0 AND w.error_mask=8 AND EXISTS (SELECT 1 FROM result r"
         " WHERE r.workunitid=w.id AND r.outcome=3 AND r.exit_status=246)")  # --early_exit
     return real.sql(
