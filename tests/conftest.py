@@ -111,3 +111,35 @@ def batch_env(slurm_env, sge_env):
         return env
 
     return need
+
+
+# -- running in parallel (pytest-xdist, `-n 2 --dist loadgroup` in pyproject.toml) --------------
+# Most of the suite's time is spent waiting for real services, so two workers run it. A worker
+# takes a whole group: each module is a group of its own (its module fixtures run once), except
+# the modules that share a real service with a test that stops it, which go into one group per
+# service: the batch systems (the outage tests stop slurmctld and sge_qmaster; the HTCondor
+# tests submit to Slurm and SGE and kill GAHPs) and the real BOINC server (the fault tests stop
+# Apache and MariaDB under it).
+BATCH_FIXTURES = frozenset({"slurm_env", "sge_env", "batch_env", "slurm_config", "sge_config"})
+
+
+def service_group(module: str, fixtures: set[str]) -> str:
+    """The xdist group of a test module, from its path and the fixtures its tests use."""
+    if module.startswith("tests/boinc_real/") or module.endswith("test_htcondor_real_boinc.py"):
+        return "real-boinc-server"
+    if (module.startswith("tests/htcondor/") or module.endswith("_live.py")
+            or fixtures & BATCH_FIXTURES):
+        return "batch-systems"
+    return module
+
+
+@pytest.hookimpl(tryfirst=True)  # before xdist reads the groups
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    modules: dict[str, list[pytest.Item]] = {}
+    for item in items:
+        modules.setdefault(item.nodeid.split("::", 1)[0], []).append(item)
+    for module, its in modules.items():
+        used = set().union(*(getattr(item, "fixturenames", ()) for item in its))
+        group = service_group(module, used)
+        for item in its:
+            item.add_marker(pytest.mark.xdist_group(group))

@@ -115,6 +115,13 @@ def test_cancel_leaves_no_process(fork_driver, tmp_path):
     assert fork_driver.status(jid).status is JobStatus.REMOVED
 
 
+def _proc_state(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return "T"  # gone since listed: nothing left running
+
+
 def test_hold_and_resume_running_job(fork_driver, tmp_path):
     ticks = tmp_path / "ticks"
     script = f"for i in $(seq 40); do echo $i >> '{ticks}'; sleep 0.05; done"
@@ -124,8 +131,11 @@ def test_hold_and_resume_running_job(fork_driver, tmp_path):
     info = fork_driver.status(jid)
     assert info.status is JobStatus.HELD and info.hold_reason
     pgid = _state(fork_driver, jid)["pgid"]
-    for pid in _pids_of_group(pgid):
-        assert Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "T"
+    # SIGSTOP lands when a process leaves an uninterruptible wait ('D'): poll, deadline-bounded
+    deadline = time.monotonic() + 10
+    while (states := {_proc_state(pid) for pid in _pids_of_group(pgid)}) - {"T"}:
+        assert time.monotonic() < deadline, f"not stopped: {states}"
+        time.sleep(0.05)
     before = ticks.read_text() if ticks.exists() else ""
     time.sleep(0.3)
     assert (ticks.read_text() if ticks.exists() else "") == before  # really stopped
