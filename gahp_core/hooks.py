@@ -73,6 +73,7 @@ class GahpSpec:
     @hookspec
     def gahp_commands(self, context: BackendContext) -> Sequence[Command]:
         """The commands the backend contributes, bound to its state."""
+        raise NotImplementedError
 
 
 def plugin_manager() -> pluggy.PluginManager:

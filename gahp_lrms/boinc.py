@@ -327,13 +327,13 @@ class BoincDriver(Driver):
             "final": None,
         }
         if self.batch_window_s <= 0:  # one batch per job, submitted now
-            group = _Group(_new_batch_name(), project, app, params, 0.0, [rec])
-            rec["batch"] = group.batch
+            alone = _Group(_new_batch_name(), project, app, params, 0.0, [rec])
+            rec["batch"] = alone.batch
             with self._cond:
                 self._queued.add(job)
             self._save(rec)
             self._mark_queued(job)  # found by the next process if this one dies meanwhile
-            self._submit_group(group)
+            self._submit_group(alone)
             rec = self._load(job) or rec
             if rec["state"] != SUBMITTED:
                 self._forget(job)

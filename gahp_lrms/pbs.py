@@ -213,10 +213,10 @@ class PbsDriver(CommandDriver):
             raise DriverError(command_failure(["qstat"], proc))
         jobs = parse_qstat_full_all(proc.stdout)
         for native_id in native_ids:
-            fields = jobs.get(native_id)
-            if fields is not None:
+            qstat_fields = jobs.get(native_id)
+            if qstat_fields is not None:
                 with contextlib.suppress(DriverError):
-                    found[native_id] = info_from_qstat(fields)
+                    found[native_id] = info_from_qstat(qstat_fields)
         return found
 
     def query_status(self, native_id: str) -> JobInfo:

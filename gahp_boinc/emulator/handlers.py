@@ -244,15 +244,15 @@ class Project:
         user = self._user(r, "no submit access")
         spec = APPS[app["name"]]
         jobs = []
-        for i, j in enumerate(b.findall("job")):
+        for i, job_el in enumerate(b.findall("job")):
             inputs = []
-            for f in j.findall("input_file"):
+            for f in job_el.findall("input_file"):
                 mode = _text(f, "mode")
                 if mode != "local_staged":
                     raise RpcError(f"create_work failed: input mode '{mode}' not supported")
                 inputs.append(_text(f, "source"))
-            jobs.append(NewJob(_text(j, "name") or f"job_{i}", _text(j, "command_line"),
-                               tuple(inputs)))
+            jobs.append(NewJob(_text(job_el, "name") or f"job_{i}",
+                               _text(job_el, "command_line"), tuple(inputs)))
         bid = php_int(_text(b, "batch_id"))
         if bid:
             batch = self.store.batch(bid)
