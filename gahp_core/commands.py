@@ -8,12 +8,14 @@ from typing import Any, Generic, TypeVar, overload
 
 import attrs
 
+from gahp_core.errors import GahpError
 
-class BadRequest(Exception):
+
+class BadRequest(GahpError):
     """Raised by an argument parser or synchronous handler: answered with an ``E`` line."""
 
 
-class Refused(Exception):
+class Refused(GahpError):
     """Raised by a synchronous handler: answered with an ``F`` line."""
 
 
@@ -21,12 +23,12 @@ P = TypeVar("P")
 """What a command's parser returns and its handler takes (without a parser: the arguments)."""
 
 Fields = Sequence[str]
-Reply = Any
+HandlerResult = Any
 """What a handler returns. An asynchronous command's: the fields of its result line, or an
 awaitable of them. A synchronous command's: its fields, or a reply its dialect knows (the
 GAHP dialect's ``RawReply`` and ``Block``, the Ninf-G dialect's ``MultiLine``)."""
 Parser = Callable[[Sequence[str]], P]
-Handler = Callable[[P], Reply]
+Handler = Callable[[P], HandlerResult]
 
 
 def _upper(name: str) -> str:
@@ -84,7 +86,7 @@ class Command(Generic[P]):
         return count >= lo and (hi is None or count <= hi)
 
 
-class Unavailable(Exception):
+class Unavailable(GahpError):
     """Why a backend cannot serve; every request gets this message."""
 
 

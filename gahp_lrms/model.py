@@ -18,7 +18,7 @@ _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 
 class DriverError(Exception):
     """A driver could not do what was asked; the message says why (and quotes the batch
-    system's own error output when there was one)."""
+    system's own error output when there was one). The root of gahp_lrms's exceptions."""
 
 
 class JobStatus(enum.IntEnum):
