@@ -37,7 +37,7 @@ from gahp_lrms.slurm import (
     SlurmDriver,
     job_info_from_fields,
     parse_duration,
-    sanitize_job_name,
+    slurm_job_name,
 )
 
 __all__ = [
@@ -98,7 +98,7 @@ def format_walltime(seconds: int) -> str:
 
 def qsub_options(spec: JobSpec) -> list[str]:
     """qsub options for ``spec``; every value is checked to be shell-safe."""
-    opts = ["-N", sanitize_job_name(spec.name)[:15], "-o", "/dev/null", "-e", "/dev/null"]
+    opts = ["-N", slurm_job_name(spec.name)[:15], "-o", "/dev/null", "-e", "/dev/null"]
     for flag, value, what in (("-q", spec.queue, "queue"), ("-A", spec.project, "project")):
         if value:
             if not _SAFE_WORD.match(value):

@@ -67,7 +67,7 @@ __all__ = [
     "parse_qstat_xml",
     "parse_seconds",
     "qsub_options",
-    "sanitize_job_name",
+    "sge_job_name",
 ]
 
 log = logging.getLogger("gahp.lrms.sge")
@@ -244,7 +244,7 @@ def info_from_qacct(record: Mapping[str, str], *, cancelled: bool = False) -> Jo
     )
 
 
-def sanitize_job_name(name: str | None, default: str = "gahp") -> str:
+def sge_job_name(name: str | None, default: str = "gahp") -> str:
     """A valid Grid Engine object name: ``[A-Za-z0-9_.+-]``, not starting with a digit, at
     most 64 characters."""
     clean = re.sub(r"[^A-Za-z0-9_.+-]", "_", name or "")
@@ -263,7 +263,7 @@ def qsub_options(
     spec: JobSpec, *, parallel_environment: str | None = None, workdir: str | None = None
 ) -> list[str]:
     """qsub options for ``spec`` (a list of argv items, never shell text)."""
-    opts = ["-terse", "-C", "", "-V", "-S", "/bin/sh", "-N", sanitize_job_name(spec.name)]
+    opts = ["-terse", "-C", "", "-V", "-S", "/bin/sh", "-N", sge_job_name(spec.name)]
     opts += ["-o", "/dev/null", "-e", "/dev/null", "-j", "n", "-r", "n"]
     workdir = workdir if workdir is not None else spec.workdir
     if workdir is not None and "$" not in workdir:  # -wd expands $JOB_ID & co.

@@ -34,7 +34,7 @@ class Reply:
     declared_length: int | None = None
 
 
-class RpcError(EmulatorError):
+class RequestRefused(EmulatorError):
     """An error the PHP page reports with ``xml_error(num, msg)``."""
 
     def __init__(self, msg: str, num: int = -1) -> None:
@@ -146,7 +146,7 @@ def query_batch2(server_time: float, batches: Iterable[list[tuple[str, str]]]) -
     return xml("".join(parts))
 
 
-def abort_jobs(names: Iterable[str], failed: RpcError | None = None) -> Reply:
+def abort_jobs(names: Iterable[str], failed: RequestRefused | None = None) -> Reply:
     """The aborted jobs, then success, or the error that stopped the page."""
     # "<aborted NAME>" is not well-formed XML: the real page prints exactly this.
     aborted = "".join(f"<aborted {n}>\n" for n in names)
