@@ -55,7 +55,7 @@ from typing import Any
 import attrs
 
 from gahp_lrms.base import CommandDriver, command_failure, run_command
-from gahp_lrms.model import DriverError, JobInfo, JobSpec, JobStatus
+from gahp_lrms.model import DriverError, JobInfo, JobSpec, JobStatus, config_flag
 from gahp_lrms.script import render_script
 
 __all__ = [
@@ -75,7 +75,6 @@ log = logging.getLogger("gahp.lrms.sge")
 _JOB_ID = re.compile(r"[1-9]\d*\Z")
 _SUBMITTED = re.compile(r"\s*(\d+)(?:\.\S*)?\s*\Z")  # "123" or "123.1-4:1" (-terse)
 _UNKNOWN_JOB = ("does not exist", "not found", "invalid queue or job")
-_FALSE = frozenset({"0", "false", "no", "off", ""})
 
 
 # ---------------------------------------------------------------------- pure parsing
@@ -297,12 +296,6 @@ def qsub_options(
     return opts
 
 
-def _flag(value: Any) -> bool:
-    if isinstance(value, str):
-        return value.strip().lower() not in _FALSE
-    return bool(value)
-
-
 # ---------------------------------------------------------------------- driver
 class SgeDriver(CommandDriver):
     """Jobs in (Son of) Grid Engine.  Config keys: ``sge_root`` and ``sge_cell`` (exported as
@@ -331,7 +324,7 @@ class SgeDriver(CommandDriver):
             self.accounting_wait_s = float(cfg.get("accounting_wait_s", 60.0))
         except (TypeError, ValueError) as exc:
             raise DriverError(f"sge driver: bad numeric option ({exc})") from None
-        self.suspend_running = _flag(cfg.get("suspend_running", True))
+        self.suspend_running = config_flag(cfg.get("suspend_running", True))
         self.parallel_environment = str(cfg.get("parallel_environment") or "") or None
         for key, var in (
             ("sge_root", "SGE_ROOT"),
