@@ -104,7 +104,7 @@ def _texts(el: ET.Element, tag: str) -> list[str]:
     return [c.text or "" for c in el.findall(tag)]
 
 
-def parse_request(req: str) -> ET.Element | None:
+def parse_rpc_xml(req: str) -> ET.Element | None:
     """simplexml_load_string(): the root element, or None when not parsable."""
     try:
         return ET.fromstring(req)
@@ -136,7 +136,7 @@ class ProjectPages:
 
     def submit_rpc(self, req: str) -> Reply:
         """submit_rpc_handler.php"""
-        root = parse_request(req)
+        root = parse_rpc_xml(req)
         if root is None:
             return responses.error(
                 f"can't parse request message: {responses.htmlspecialchars(req)}")
@@ -147,7 +147,7 @@ class ProjectPages:
 
     def job_file(self, req: str, files: Sequence[FilePart]) -> Reply:
         """job_file.php"""
-        root = parse_request(req)
+        root = parse_rpc_xml(req)
         if root is None:
             # job_file.php's own xml_error() adds where it failed
             where = (("file", str(self.store.dir / "html" / "user" / "job_file.php")),
