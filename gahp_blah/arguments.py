@@ -7,8 +7,10 @@ only; ``Env`` (V1) is ``NAME=value`` items separated by semicolons.
 
 from __future__ import annotations
 
+from gahp_blah.errors import BlahError
 
-class SyntaxProblem(ValueError):
+
+class SyntaxProblem(BlahError, ValueError):
     """An argument or environment string that cannot be read."""
 
 

@@ -13,22 +13,26 @@ import logging
 import os
 import shutil
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import TypeVar
 
 from gahp_blah import __version__
 from gahp_blah.config import BlahConfig, load_config
-from gahp_blah.jobids import BadJobId, JobId, make_job_id, parse_job_id
+from gahp_blah.errors import BlahError
+from gahp_blah.jobids import JobId, make_job_id, parse_job_id
 from gahp_blah.status_ad import status_ad
-from gahp_blah.submit_ad import SubmitError, parse_submit_ad
+from gahp_blah.submit_ad import parse_submit_ad
 from gahp_core import BackendContext, Command, Version, hookimpl
 from gahp_core.commands import out_of_service
 from gahp_core.config import ConfigError
+from gahp_core.errors import error_text
 from gahp_lrms import Driver, DriverError, get_driver
 
 log = logging.getLogger("gahp.blah")
 
 OK = ("0", "No error")
+T = TypeVar("T")
 
 
 @hookimpl
@@ -50,8 +54,13 @@ def gahp_add_options(parser: argparse.ArgumentParser) -> None:
     )
 
 
-class Failure(Exception):
+class Failure(BlahError):
     """A request that failed; the message is the error string of the result."""
+
+
+EXPECTED = (BlahError, DriverError)
+"""Failures phrased for the client (blahpd's own, a driver's): their message is the error
+string as it stands."""
 
 
 class BlahBackend:
@@ -72,29 +81,20 @@ class BlahBackend:
             drv = self._drivers.get(lrms)
             if drv is None:
                 options = self.config.driver_options.get(lrms, {})
-                try:
-                    drv = get_driver(lrms, options, self.config.state_dir / lrms)
-                except DriverError as exc:
-                    raise Failure(str(exc)) from None
+                drv = get_driver(lrms, options, self.config.state_dir / lrms)
                 self._drivers[lrms] = drv
             return drv
 
     def _job(self, text: str) -> tuple[JobId, Driver]:
-        try:
-            jid = parse_job_id(text)
-        except BadJobId as exc:
-            raise Failure(str(exc)) from None
+        jid = parse_job_id(text)
         return jid, self.driver(jid.lrms)
 
     # ---- handlers (worker pool) -------------------------------------------------------------
 
     def submit(self, args: Sequence[str]) -> tuple[str, ...]:
-        try:
-            ad = parse_submit_ad(args[0], self.config.default_gridtype)
-        except SubmitError as exc:
-            raise Failure(str(exc)) from None
+        ad = parse_submit_ad(args[0], self.config.default_gridtype)
         drv = self.driver(ad.gridtype)
-        native = _call(drv.submit, ad.spec)
+        native = drv.submit(ad.spec)
         jid = make_job_id(ad.gridtype, native)
         if ad.proxy:
             self._remember_proxy(jid, ad.proxy)
@@ -103,22 +103,22 @@ class BlahBackend:
 
     def status(self, args: Sequence[str]) -> tuple[str, ...]:
         jid, drv = self._job(args[0])
-        info = _call(drv.status, jid.native)
+        info = drv.status(jid.native)
         return (*OK, str(int(info.status)), status_ad(jid.native, info))
 
     def cancel(self, args: Sequence[str]) -> tuple[str, ...]:
         jid, drv = self._job(args[0])
-        _call(drv.cancel, jid.native)
+        drv.cancel(jid.native)
         return OK
 
     def hold(self, args: Sequence[str]) -> tuple[str, ...]:
         jid, drv = self._job(args[0])
-        _call(drv.hold, jid.native)
+        drv.hold(jid.native)
         return OK
 
     def resume(self, args: Sequence[str]) -> tuple[str, ...]:
         jid, drv = self._job(args[0])
-        _call(drv.resume, jid.native)
+        drv.resume(jid.native)
         return OK
 
     def refresh_proxy(self, args: Sequence[str]) -> tuple[str, ...]:
@@ -126,7 +126,7 @@ class BlahBackend:
         new = Path(args[1])
         if not new.is_file() or not os.access(new, os.R_OK):
             raise Failure(f"proxy file {new} is not a readable file")
-        info = _call(drv.status, jid.native)
+        info = drv.status(jid.native)
         if info.finished:
             raise Failure(f"job {jid} has finished: no proxy to refresh")
         old = self._recorded_proxy(jid)
@@ -138,7 +138,7 @@ class BlahBackend:
         return OK
 
     def ping(self, args: Sequence[str]) -> tuple[str, ...]:
-        _call(self.driver(args[0]).ping)
+        self.driver(args[0]).ping()
         return OK
 
     # ---- proxies ----------------------------------------------------------------------------
@@ -177,26 +177,17 @@ class BlahBackend:
         ]
 
 
-def _call(fn, *args):
-    try:
-        return fn(*args)
-    except DriverError as exc:
-        raise Failure(str(exc)) from None
+def _errors(handler: Callable[[Sequence[str]], T]) -> Callable[[Sequence[str]], T]:
+    """Let expected failures through with their message; describe unexpected ones. Secrets
+    registered with the process's redactor never reach the client."""
 
-
-def _errors(handler):
-    """Let expected failures through with their message; describe unexpected ones."""
-
-    def run(args):
+    def run(args: Sequence[str]) -> T:
         try:
             return handler(args)
-        except Failure:
-            raise
-        except OSError as exc:
-            raise Failure(f"local file error: {exc}") from None
         except Exception as exc:
-            log.exception("unexpected failure")
-            raise Failure(f"internal error: {type(exc).__name__}: {exc}") from None
+            if not isinstance(exc, (*EXPECTED, OSError)):
+                log.exception("unexpected failure")
+            raise Failure(error_text(exc, expected=EXPECTED)) from None
 
     return run
 

@@ -7,11 +7,13 @@ import re
 
 import attrs
 
+from gahp_blah.errors import BlahError
+
 _LRMS = re.compile(r"^[a-z][a-z0-9_-]*$")
 _DATE = re.compile(r"^\d{8}$")
 
 
-class BadJobId(ValueError):
+class BadJobId(BlahError, ValueError):
     """A string that is not a job id this server hands out."""
 
 

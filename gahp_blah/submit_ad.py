@@ -16,10 +16,11 @@ from gahp_blah.arguments import (
     split_v1,
     split_v2,
 )
+from gahp_blah.errors import BlahError
 from gahp_lrms import JobSpec
 
 
-class SubmitError(Exception):
+class SubmitError(BlahError):
     """A submit ClassAd that cannot be turned into a job; the message says which attribute."""
 
 

@@ -13,6 +13,7 @@ from collections.abc import Sequence
 
 from gahp_boinc import __version__
 from gahp_boinc.config import BoincConfig, load_config
+from gahp_boinc.errors import BoincError
 from gahp_boinc.outputs import FetchRequest, OutputError, fetch_output
 from gahp_boinc.replies import RpcError
 from gahp_boinc.rpc import BoincRpc, JobParams, Project
@@ -293,7 +294,7 @@ def _with_slack(min_mod_time: str) -> str:
     return "0" if t <= 0 else f"{max(0.0, t - MOD_TIME_SLACK):f}"
 
 
-class NoProject(Exception):
+class NoProject(BoincError):
     """An asynchronous command arrived before any project was selected."""
 
 
@@ -342,7 +343,7 @@ def _guard(handler, deadline: float = COMMAND_DEADLINE):
     return run
 
 
-class _Reported(Exception):
+class _Reported(BoincError):
     """An error already phrased for the client."""
 
 

@@ -15,8 +15,10 @@ from xml.parsers.expat import ExpatError
 
 import xmltodict
 
+from gahp_boinc.errors import BoincError
 
-class RpcError(Exception):
+
+class RpcError(BoincError):
     """A BOINC RPC failed: server error, HTTP failure, unreadable reply or timeout."""
 
     def __init__(self, message: str, *, code: int | None = None, retryable: bool = False) -> None:

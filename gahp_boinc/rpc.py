@@ -272,9 +272,10 @@ class BoincRpc:
             except OSError as exc:
                 raise RpcError(f"{command}: cannot read input file: {exc}") from None
             else:
-                err = self._check_status(resp, command, url)
-                if err is None:
+                status_err = self._check_status(resp, command, url)
+                if status_err is None:
                     return resp.content
+                err = status_err
             finally:
                 for fh in handles:
                     fh.close()

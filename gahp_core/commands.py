@@ -3,30 +3,43 @@
 from __future__ import annotations
 
 import inspect
-from collections.abc import Awaitable, Callable, Sequence
-from typing import Any
+from collections.abc import Callable, Sequence
+from typing import Any, Generic, TypeVar, overload
 
 import attrs
 
+from gahp_core.errors import GahpError
 
-class BadRequest(Exception):
+
+class BadRequest(GahpError):
     """Raised by an argument parser or synchronous handler: answered with an ``E`` line."""
 
 
-class Refused(Exception):
+class Refused(GahpError):
     """Raised by a synchronous handler: answered with an ``F`` line."""
 
 
+P = TypeVar("P")
+"""What a command's parser returns and its handler takes (without a parser: the arguments)."""
+
 Fields = Sequence[str]
-Parser = Callable[[Sequence[str]], Any]
-Handler = Callable[[Any], "Fields | Awaitable[Fields]"]
+HandlerResult = Any
+"""What a handler returns. An asynchronous command's: the fields of its result line, or an
+awaitable of them. A synchronous command's: its fields, or a reply its dialect knows (the
+GAHP dialect's ``RawReply`` and ``Block``, the Ninf-G dialect's ``MultiLine``)."""
+Parser = Callable[[Sequence[str]], P]
+Handler = Callable[[P], HandlerResult]
+
+
+def _upper(name: str) -> str:
+    return name.upper()
 
 
 def _default_error(message: str) -> Fields:
     return (message,)
 
 
-def _check_nargs(instance: Command, attribute: attrs.Attribute, value: object) -> None:
+def _check_nargs(instance: Command[Any], attribute: attrs.Attribute[Any], value: object) -> None:
     if value is None:
         return
     lo, hi = value if isinstance(value, tuple) else (value, value)
@@ -35,8 +48,8 @@ def _check_nargs(instance: Command, attribute: attrs.Attribute, value: object) -
 
 
 @attrs.frozen
-class Command:
-    """A command a backend contributes.
+class Command(Generic[P]):
+    """A command a backend contributes, generic over what its parser gives its handler.
 
     ``nargs`` counts the arguments after the command code (and after the request id
     of an asynchronous command): an int, a ``(min, max)`` pair with ``max`` None for
@@ -52,11 +65,11 @@ class Command:
     ``error_result(message)``.
     """
 
-    name: str = attrs.field(converter=str.upper)
-    handler: Handler
+    name: str = attrs.field(converter=_upper)
+    handler: Handler[P]
     asynchronous: bool = True
     nargs: int | tuple[int, int | None] | None = attrs.field(default=None, validator=_check_nargs)
-    parse: Parser | None = None
+    parse: Parser[P] | None = None
     error_result: Callable[[str], Fields] = _default_error
 
     is_coroutine: bool = attrs.field(init=False, eq=False, repr=False)
@@ -73,11 +86,11 @@ class Command:
         return count >= lo and (hi is None or count <= hi)
 
 
-class Unavailable(Exception):
+class Unavailable(GahpError):
     """Why a backend cannot serve; every request gets this message."""
 
 
-def out_of_service(commands: Sequence[Command], reason: str) -> list[Command]:
+def out_of_service(commands: Sequence[Command[Any]], reason: str) -> list[Command[Any]]:
     """The same commands, each answering ``reason``: an ``E`` line for a synchronous one,
     its error result for an asynchronous one.
 
@@ -99,24 +112,54 @@ def out_of_service(commands: Sequence[Command], reason: str) -> list[Command]:
     ]
 
 
-def sync_command(name: str, nargs: int | tuple[int, int | None] | None = None):
+def sync_command(
+    name: str, nargs: int | tuple[int, int | None] | None = None
+) -> Callable[[Handler[Sequence[str]]], Command[Sequence[str]]]:
     """Decorator: declare a synchronous command from a handler function."""
 
-    def wrap(fn: Handler) -> Command:
+    def wrap(fn: Handler[Sequence[str]]) -> Command[Sequence[str]]:
         return Command(name=name, handler=fn, asynchronous=False, nargs=nargs)
 
     return wrap
 
 
+@overload
 def async_command(
     name: str,
     nargs: int | tuple[int, int | None] | None = None,
-    parse: Parser | None = None,
+    parse: None = None,
     error_result: Callable[[str], Fields] = _default_error,
-):
+) -> Callable[[Handler[Sequence[str]]], Command[Sequence[str]]]: ...
+
+
+@overload
+def async_command(
+    name: str,
+    nargs: int | tuple[int, int | None] | None = None,
+    *,
+    parse: Parser[P],
+    error_result: Callable[[str], Fields] = _default_error,
+) -> Callable[[Handler[P]], Command[P]]: ...
+
+
+@overload
+def async_command(
+    name: str,
+    nargs: int | tuple[int, int | None] | None,
+    parse: Parser[P],
+    error_result: Callable[[str], Fields] = _default_error,
+) -> Callable[[Handler[P]], Command[P]]: ...
+
+
+def async_command(
+    name: str,
+    nargs: int | tuple[int, int | None] | None = None,
+    parse: Parser[P] | None = None,
+    error_result: Callable[[str], Fields] = _default_error,
+) -> Callable[[Handler[P]], Command[P]]:
     """Decorator: declare an asynchronous command (request id first) from a handler."""
 
-    def wrap(fn: Handler) -> Command:
+    def wrap(fn: Handler[P]) -> Command[P]:
         return Command(
             name=name,
             handler=fn,

@@ -7,8 +7,11 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+from gahp_core.errors import GahpError
+from gahp_core.logs import REDACTOR
 
-class ConfigError(Exception):
+
+class ConfigError(GahpError):
     """A configuration problem, reported at startup with the file at fault."""
 
 
@@ -28,11 +31,15 @@ def load_toml(path: str | Path, known_keys: Iterable[str]) -> dict[str, Any]:
 
 
 def read_secret_file(path: str | Path, what: str) -> str:
-    """A file holding one secret token (an authenticator): its content, stripped."""
+    """A file holding one secret token (an authenticator): its content, stripped.
+
+    The secret is registered with the process-wide redactor: masked in every log line and
+    every error text (:func:`gahp_core.errors.error_text`) from then on."""
     try:
         text = Path(path).expanduser().read_text().strip()
     except OSError as exc:
         raise ConfigError(f"cannot read {what} file {path}: {exc.strerror}") from None
     if not text or any(c.isspace() for c in text):
         raise ConfigError(f"{what} file {path} must hold one {what}")
+    REDACTOR.add(text)
     return text

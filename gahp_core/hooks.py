@@ -17,6 +17,7 @@ import attrs
 import pluggy
 
 from gahp_core.commands import Command
+from gahp_core.errors import GahpError
 from gahp_core.protocol import Version
 
 if TYPE_CHECKING:
@@ -73,6 +74,7 @@ class GahpSpec:
     @hookspec
     def gahp_commands(self, context: BackendContext) -> Sequence[Command]:
         """The commands the backend contributes, bound to its state."""
+        raise NotImplementedError
 
 
 def plugin_manager() -> pluggy.PluginManager:
@@ -87,7 +89,7 @@ def available_backends() -> dict[str, importlib.metadata.EntryPoint]:
     return {ep.name: ep for ep in importlib.metadata.entry_points(group=ENTRY_POINT_GROUP)}
 
 
-class BackendNotFound(LookupError):
+class BackendNotFound(GahpError, LookupError):
     """No installed backend or importable module of that name, or one whose hook
     implementations match no hook specification (a misspelt ``gahp_comands``, say)."""
 

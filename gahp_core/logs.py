@@ -9,6 +9,8 @@ import threading
 from pathlib import Path
 
 REDACTED = "***"
+MIN_SECRET = 4
+"""Shorter secrets are not masked: they are too common in ordinary text."""
 
 
 class Redactor(logging.Filter):
@@ -21,13 +23,13 @@ class Redactor(logging.Filter):
 
     def add(self, secret: str) -> None:
         """Register a secret (ignored when shorter than 4 characters: too common to mask)."""
-        if secret and len(secret) >= 4:
+        if secret and len(secret) >= MIN_SECRET:
             with self._lock:
                 self._secrets.add(secret)
 
     def redact(self, text: str) -> str:
         """Return ``text`` with every registered secret masked."""
-        for secret in self._secrets:
+        for secret in tuple(self._secrets):  # a snapshot: another thread may add one
             if secret in text:
                 text = text.replace(secret, REDACTED)
         return text

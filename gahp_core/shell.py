@@ -26,6 +26,7 @@ from types import FrameType
 from typing import TextIO
 
 from gahp_core import __version__
+from gahp_core.errors import GahpError
 from gahp_core.escaping import join, split
 from gahp_core.protocol import parse_reqid
 from gahp_core.testing import GahpClient, GahpTimeout
@@ -62,11 +63,11 @@ _SAFE_FIELD = re.compile(r"[\w@%+=:,./#-]+")
 _ANSI_C = {"\\": "\\\\", "'": "\\'", "\n": "\\n", "\r": "\\r", "\t": "\\t"}
 
 
-class ServerGone(Exception):
+class ServerGone(GahpError):
     """The server process ended or closed its stdout."""
 
 
-class NoBanner(Exception):
+class NoBanner(GahpError):
     """The server ended, or said nothing, before its banner."""
 
     def __init__(self, proc: subprocess.Popen[bytes] | None, cause: Exception) -> None:

@@ -16,6 +16,7 @@ import threading
 import time
 from collections.abc import Mapping, Sequence
 
+from gahp_core.errors import GahpError
 from gahp_core.escaping import join, split
 from gahp_core.protocol import Version, parse_banner
 
@@ -32,7 +33,7 @@ def proc_status(pid: int, key: str) -> int:
     return -1
 
 
-class GahpTimeout(TimeoutError):
+class GahpTimeout(GahpError, TimeoutError):
     """The server did not produce a complete line in time."""
 
 

@@ -6,14 +6,13 @@ import abc
 import os
 import re
 import subprocess
-import threading
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, ClassVar
 
-from gahp_lrms.model import DriverError, JobInfo, JobSpec, JobStatus
-from gahp_lrms.registry import DEFAULT_INTERVAL, DEFAULT_STALE_LIMIT, StatusRegistry
+from gahp_lrms.model import DriverError, JobInfo, JobSpec, JobStatus, config_flag
+from gahp_lrms.registry import RegistryHolder
 
 __all__ = ["DEFAULT_TIMEOUT", "CommandDriver", "Driver", "config_flag", "run_command"]
 
@@ -73,7 +72,7 @@ class Driver(abc.ABC):
         """Return if the batch system answers; raise :class:`DriverError` otherwise."""
 
 
-class CommandDriver(Driver):
+class CommandDriver(RegistryHolder, Driver):
     """A batch system driven through its command-line tools (Slurm, PBS, Grid Engine).
 
     Shared configuration: ``bin_dir`` (where the commands are; default: PATH),
@@ -90,16 +89,9 @@ class CommandDriver(Driver):
     the batch system does not answer.
     """
 
-    common_keys: ClassVar[frozenset[str]] = frozenset(
-        {
-            "bin_dir",
-            "command_timeout",
-            "submit_timeout",
-            "cancel_wait_s",
-            "status_registry",
-            "status_interval",
-            "stale_limit_s",
-        }
+    common_keys: ClassVar[frozenset[str]] = (
+        frozenset({"bin_dir", "command_timeout", "submit_timeout", "cancel_wait_s"})
+        | RegistryHolder.registry_keys
     )
     system: ClassVar[str] = ""
     job_id: ClassVar[re.Pattern[str]]
@@ -110,15 +102,11 @@ class CommandDriver(Driver):
             self.timeout = float(self.config.get("command_timeout", DEFAULT_TIMEOUT))
             self.submit_timeout = float(self.config.get("submit_timeout", 60.0))
             self.cancel_wait_s = float(self.config.get("cancel_wait_s", 10.0))
-            self.status_interval = float(self.config.get("status_interval", DEFAULT_INTERVAL))
-            self.stale_limit_s = float(self.config.get("stale_limit_s", DEFAULT_STALE_LIMIT))
+            self._registry_settings(self.config, self.system)
         except (TypeError, ValueError) as exc:
             raise DriverError(f"{self.name} driver: bad numeric option ({exc})") from None
-        self.use_registry = config_flag(self.config.get("status_registry", True))
         self.bin_dir: str | Path | None = self.config.get("bin_dir")
         self.env: dict[str, str] = dict(os.environ)
-        self._registry: StatusRegistry | None = None
-        self._registry_lock = threading.Lock()
 
     # ------------------------------------------------------------------ status
     def status(self, native_id: str) -> JobInfo:
@@ -142,26 +130,6 @@ class CommandDriver(Driver):
     def has_bulk_status(self) -> bool:
         """Whether :meth:`bulk_status` works here."""
         return type(self).bulk_status is not CommandDriver.bulk_status
-
-    @property
-    def registry(self) -> StatusRegistry | None:
-        """The status registry (built on first use), or None when status is per job."""
-        if not self.use_registry:
-            return None
-        with self._registry_lock:
-            if self._registry is None:
-                if not self.has_bulk_status():
-                    self.use_registry = False
-                    return None
-                self._registry = StatusRegistry(
-                    self.bulk_status,
-                    self.query_status,
-                    journal=self.state_dir / "status-registry.jsonl",
-                    interval=self.status_interval,
-                    stale_limit=self.stale_limit_s,
-                    name=self.system,
-                )
-            return self._registry
 
     def _submitted(self, native_id: str) -> None:
         """Track a new job: its first status can come from the next bulk query."""
@@ -223,13 +191,6 @@ class CommandDriver(Driver):
         if not isinstance(native_id, str) or not self.job_id.match(native_id):
             raise DriverError(f"malformed {self.system} job id {native_id!r}")
         return native_id
-
-
-def config_flag(value: Any) -> bool:
-    """A boolean option: true, or a string other than 0/false/no/off/empty."""
-    if isinstance(value, str):
-        return value.strip().lower() not in ("0", "false", "no", "off", "")
-    return bool(value)
 
 
 def run_command(

@@ -60,9 +60,9 @@ from gahp_boinc.staging import Md5Cache, StagingError, check_input, command_line
 from gahp_boinc.submit import JobSpec as BoincJob
 from gahp_boinc.submit import SubmitRequest, SubmitState, submit
 from gahp_core.config import ConfigError, read_secret_file
-from gahp_lrms.base import Driver, config_flag
+from gahp_lrms.base import Driver
 from gahp_lrms.model import DriverError, JobInfo, JobSpec, JobStatus
-from gahp_lrms.registry import DEFAULT_INTERVAL, DEFAULT_STALE_LIMIT, StatusRegistry
+from gahp_lrms.registry import RegistryHolder
 
 log = logging.getLogger("gahp.lrms.boinc")
 
@@ -102,7 +102,7 @@ class _Group:
     jobs: list[dict[str, Any]] = attrs.field(factory=list)
 
 
-class BoincDriver(Driver):
+class BoincDriver(RegistryHolder, Driver):
     """Jobs on a BOINC project through its remote-submission RPCs."""
 
     name = "boinc"
@@ -119,11 +119,8 @@ class BoincDriver(Driver):
             "batch_window_s",
             "batch_max_jobs",
             "submit_attempts",
-            "status_registry",
-            "status_interval",
-            "stale_limit_s",
         }
-    )
+    ) | RegistryHolder.registry_keys
 
     def __init__(self, config: Mapping[str, Any], state_dir: Path) -> None:
         super().__init__(config, state_dir)
@@ -143,8 +140,7 @@ class BoincDriver(Driver):
             self.batch_window_s = float(config.get("batch_window_s", 1.0))
             self.batch_max_jobs = max(1, int(config.get("batch_max_jobs", 1000)))
             self.submit_attempts = max(1, int(config.get("submit_attempts", 3)))
-            self.status_interval = float(config.get("status_interval", DEFAULT_INTERVAL))
-            self.stale_limit_s = float(config.get("stale_limit_s", DEFAULT_STALE_LIMIT))
+            self._registry_settings(config, "BOINC project")
         except (TypeError, ValueError) as exc:
             raise DriverError(f"boinc driver: bad numeric option ({exc})") from None
         self.md5 = Md5Cache()
@@ -175,9 +171,6 @@ class BoincDriver(Driver):
         # status: where each submitted job is, and what the latest bulk query said of it
         self._where: dict[str, tuple[str | None, str | None, str]] = {}
         self._bulk_state: dict[str, str] = {}
-        self.use_registry = config_flag(config.get("status_registry", True))
-        self._registry: StatusRegistry | None = None
-        self._registry_lock = threading.Lock()
         # This process owns the jobs it queues while it holds a lock on owners/<id>; jobs
         # queued by a process that is gone (its lock free) are taken over: answered IDLE,
         # cancels wait for them, and they are submitted (or found on the project).
@@ -327,13 +320,13 @@ class BoincDriver(Driver):
             "final": None,
         }
         if self.batch_window_s <= 0:  # one batch per job, submitted now
-            group = _Group(_new_batch_name(), project, app, params, 0.0, [rec])
-            rec["batch"] = group.batch
+            alone = _Group(_new_batch_name(), project, app, params, 0.0, [rec])
+            rec["batch"] = alone.batch
             with self._cond:
                 self._queued.add(job)
             self._save(rec)
             self._mark_queued(job)  # found by the next process if this one dies meanwhile
-            self._submit_group(group)
+            self._submit_group(alone)
             rec = self._load(job) or rec
             if rec["state"] != SUBMITTED:
                 self._forget(job)
@@ -669,23 +662,6 @@ class BoincDriver(Driver):
         self._submit_group(group)
 
     # ---- status -----------------------------------------------------------------------------
-
-    @property
-    def registry(self) -> StatusRegistry | None:
-        """The status registry (built on first use), or None when status is per job."""
-        if not self.use_registry:
-            return None
-        with self._registry_lock:
-            if self._registry is None:
-                self._registry = StatusRegistry(
-                    self.bulk_status,
-                    self.query_status,
-                    journal=self.state_dir / "status-registry.jsonl",
-                    interval=self.status_interval,
-                    stale_limit=self.stale_limit_s,
-                    name="BOINC project",
-                )
-            return self._registry
 
     def status(self, native_id: str) -> JobInfo:
         with self._job_lock(native_id):

@@ -71,7 +71,9 @@ class ForkDriver(Driver):
     @staticmethod
     def _supervisor_alive(state: Mapping[str, Any]) -> bool:
         pid = state.get("supervisor_pid")
-        return bool(pid) and sup.proc_start_ticks(pid) == state.get("supervisor_start")
+        if not pid:
+            return False
+        return sup.proc_start_ticks(pid) == state.get("supervisor_start")
 
     @staticmethod
     def _group_states(pgid: int | None) -> list[str]:

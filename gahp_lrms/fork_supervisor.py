@@ -21,6 +21,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -62,7 +63,7 @@ def write_json_atomic(path: Path, data: dict[str, Any]) -> None:
 
 
 @contextlib.contextmanager
-def job_lock(jobdir: Path):  # type: ignore[no-untyped-def]
+def job_lock(jobdir: Path) -> Iterator[None]:
     """Serialise marker changes and signals between the driver and the supervisor."""
     with os.fdopen(os.open(jobdir / LOCK, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600), "a") as f:
         fcntl.flock(f, fcntl.LOCK_EX)
@@ -179,11 +180,11 @@ class Supervisor:
         try:
             procs = self.spawn()
         except OSError as exc:
-            code = 126 if exc.errno in (errno.EACCES, errno.ENOEXEC, errno.EISDIR) else 127
+            start_code = 126 if exc.errno in (errno.EACCES, errno.ENOEXEC, errno.EISDIR) else 127
             what = exc.filename or self.spec["executable"]
             self.finish(
                 "finished",
-                exit_code=code,
+                exit_code=start_code,
                 exit_reason=f"cannot start the job: {what}: {exc.strerror or exc}",
                 wallclock_s=0.0,
             )
@@ -215,9 +216,9 @@ class Supervisor:
                 system += usage.ru_stime
         code: int | None = None
         sig: int | None = None
-        for status in statuses:  # the first signal, else the first non-zero exit status
-            if os.WIFSIGNALED(status):
-                sig = os.WTERMSIG(status)
+        for st in statuses:  # the first signal, else the first non-zero exit status
+            if os.WIFSIGNALED(st):
+                sig = os.WTERMSIG(st)
                 break
         if sig is None:
             codes = [os.WEXITSTATUS(s) for s in statuses]

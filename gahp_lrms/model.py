@@ -5,20 +5,27 @@ from __future__ import annotations
 import enum
 import os
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from types import MappingProxyType
 from typing import Any
 
 import attrs
 
-__all__ = ["DriverError", "JobInfo", "JobSpec", "JobStatus"]
+__all__ = ["DriverError", "JobInfo", "JobSpec", "JobStatus", "config_flag"]
 
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 
 
 class DriverError(Exception):
     """A driver could not do what was asked; the message says why (and quotes the batch
-    system's own error output when there was one)."""
+    system's own error output when there was one). The root of gahp_lrms's exceptions."""
+
+
+def config_flag(value: Any) -> bool:
+    """A boolean option: true, or a string other than 0/false/no/off/empty."""
+    if isinstance(value, str):
+        return value.strip().lower() not in ("0", "false", "no", "off", "")
+    return bool(value)
 
 
 class JobStatus(enum.IntEnum):
@@ -74,6 +81,10 @@ def _check_strings(inst: JobSpec, _attr: Any, _value: Any) -> None:
             _no_nul(value, name)
 
 
+def _str_tuple(value: Iterable[str]) -> tuple[str, ...]:
+    return tuple(value)
+
+
 _positive = attrs.validators.optional(attrs.validators.gt(0))
 
 
@@ -105,9 +116,9 @@ class JobSpec:
     """Number of instances of the executable to run (Ninf-G ``count``)."""
     start_held: bool = False
     name: str | None = attrs.field(default=None, validator=_check_strings)
-    transfer_input: tuple[str, ...] = attrs.field(default=(), converter=tuple)
+    transfer_input: tuple[str, ...] = attrs.field(default=(), converter=_str_tuple)
     """Input files to stage (drivers on a shared filesystem leave them where they are)."""
-    transfer_output: tuple[str, ...] = attrs.field(default=(), converter=tuple)
+    transfer_output: tuple[str, ...] = attrs.field(default=(), converter=_str_tuple)
     """Output files to bring back into ``workdir`` (ditto)."""
     options: Mapping[str, str] = attrs.field(factory=dict, converter=_to_env, hash=False)
     """Driver-specific settings from the submit description (e.g. a BOINC project URL)."""

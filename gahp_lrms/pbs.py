@@ -37,7 +37,7 @@ from gahp_lrms.slurm import (
     SlurmDriver,
     job_info_from_fields,
     parse_duration,
-    sanitize_job_name,
+    slurm_job_name,
 )
 
 __all__ = [
@@ -98,7 +98,7 @@ def format_walltime(seconds: int) -> str:
 
 def qsub_options(spec: JobSpec) -> list[str]:
     """qsub options for ``spec``; every value is checked to be shell-safe."""
-    opts = ["-N", sanitize_job_name(spec.name)[:15], "-o", "/dev/null", "-e", "/dev/null"]
+    opts = ["-N", slurm_job_name(spec.name)[:15], "-o", "/dev/null", "-e", "/dev/null"]
     for flag, value, what in (("-q", spec.queue, "queue"), ("-A", spec.project, "project")):
         if value:
             if not _SAFE_WORD.match(value):
@@ -213,10 +213,10 @@ class PbsDriver(CommandDriver):
             raise DriverError(command_failure(["qstat"], proc))
         jobs = parse_qstat_full_all(proc.stdout)
         for native_id in native_ids:
-            fields = jobs.get(native_id)
-            if fields is not None:
+            qstat_fields = jobs.get(native_id)
+            if qstat_fields is not None:
                 with contextlib.suppress(DriverError):
-                    found[native_id] = info_from_qstat(fields)
+                    found[native_id] = info_from_qstat(qstat_fields)
         return found
 
     def query_status(self, native_id: str) -> JobInfo:

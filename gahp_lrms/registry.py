@@ -31,17 +31,18 @@ import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import attrs
 
-from gahp_lrms.model import DriverError, JobInfo, JobStatus
+from gahp_lrms.model import DriverError, JobInfo, JobStatus, config_flag
 
 __all__ = [
     "DEFAULT_INTERVAL",
     "DEFAULT_STALE_LIMIT",
     "BulkQuery",
     "DirectQuery",
+    "RegistryHolder",
     "RegistryStats",
     "StatusRegistry",
     "info_from_json",
@@ -381,3 +382,64 @@ class StatusRegistry:
                 tmp.unlink()
             return
         self._journal_lines = len(self._entries)
+
+
+class RegistryHolder:
+    """The status registry of a driver, for the driver classes to inherit.
+
+    Three configuration keys (:attr:`registry_keys`): ``status_registry`` (true unless
+    false), ``status_interval`` (s, default 5) and ``stale_limit_s`` (s, default 1800). The
+    registry is built on first use from the driver's ``bulk_status`` and ``query_status``,
+    its journal ``status-registry.jsonl`` in the driver's ``state_dir``.
+    """
+
+    registry_keys: ClassVar[frozenset[str]] = frozenset(
+        {"status_registry", "status_interval", "stale_limit_s"}
+    )
+    state_dir: Path
+    use_registry: bool
+    """Whether status comes from the registry (false: each job is asked on its own)."""
+    status_interval: float
+    stale_limit_s: float
+
+    def _registry_settings(self, config: Mapping[str, Any], name: str) -> None:
+        """Read the registry's keys from ``config`` (a bad number raises ValueError or
+        TypeError, for the driver to report); ``name`` is the system in its messages."""
+        self.status_interval = float(config.get("status_interval", DEFAULT_INTERVAL))
+        self.stale_limit_s = float(config.get("stale_limit_s", DEFAULT_STALE_LIMIT))
+        self.use_registry = config_flag(config.get("status_registry", True))
+        self._registry_name = name
+        self._registry: StatusRegistry | None = None
+        self._registry_lock = threading.Lock()
+
+    def bulk_status(self, native_ids: Sequence[str]) -> Mapping[str, JobInfo]:
+        """States of many jobs at once (the driver's)."""
+        raise NotImplementedError
+
+    def query_status(self, native_id: str) -> JobInfo:
+        """The state of one job, asked on its own (the driver's)."""
+        raise NotImplementedError
+
+    def has_bulk_status(self) -> bool:
+        """Whether :meth:`bulk_status` works here (else status is per job)."""
+        return True
+
+    @property
+    def registry(self) -> StatusRegistry | None:
+        """The status registry (built on first use), or None when status is per job."""
+        if not self.use_registry:
+            return None
+        with self._registry_lock:
+            if self._registry is None:
+                if not self.has_bulk_status():
+                    self.use_registry = False
+                    return None
+                self._registry = StatusRegistry(
+                    self.bulk_status,
+                    self.query_status,
+                    journal=self.state_dir / "status-registry.jsonl",
+                    interval=self.status_interval,
+                    stale_limit=self.stale_limit_s,
+                    name=self._registry_name,
+                )
+            return self._registry

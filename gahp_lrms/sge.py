@@ -55,7 +55,7 @@ from typing import Any
 import attrs
 
 from gahp_lrms.base import CommandDriver, command_failure, run_command
-from gahp_lrms.model import DriverError, JobInfo, JobSpec, JobStatus
+from gahp_lrms.model import DriverError, JobInfo, JobSpec, JobStatus, config_flag
 from gahp_lrms.script import render_script
 
 __all__ = [
@@ -67,7 +67,7 @@ __all__ = [
     "parse_qstat_xml",
     "parse_seconds",
     "qsub_options",
-    "sanitize_job_name",
+    "sge_job_name",
 ]
 
 log = logging.getLogger("gahp.lrms.sge")
@@ -75,7 +75,6 @@ log = logging.getLogger("gahp.lrms.sge")
 _JOB_ID = re.compile(r"[1-9]\d*\Z")
 _SUBMITTED = re.compile(r"\s*(\d+)(?:\.\S*)?\s*\Z")  # "123" or "123.1-4:1" (-terse)
 _UNKNOWN_JOB = ("does not exist", "not found", "invalid queue or job")
-_FALSE = frozenset({"0", "false", "no", "off", ""})
 
 
 # ---------------------------------------------------------------------- pure parsing
@@ -244,7 +243,7 @@ def info_from_qacct(record: Mapping[str, str], *, cancelled: bool = False) -> Jo
     )
 
 
-def sanitize_job_name(name: str | None, default: str = "gahp") -> str:
+def sge_job_name(name: str | None, default: str = "gahp") -> str:
     """A valid Grid Engine object name: ``[A-Za-z0-9_.+-]``, not starting with a digit, at
     most 64 characters."""
     clean = re.sub(r"[^A-Za-z0-9_.+-]", "_", name or "")
@@ -263,7 +262,7 @@ def qsub_options(
     spec: JobSpec, *, parallel_environment: str | None = None, workdir: str | None = None
 ) -> list[str]:
     """qsub options for ``spec`` (a list of argv items, never shell text)."""
-    opts = ["-terse", "-C", "", "-V", "-S", "/bin/sh", "-N", sanitize_job_name(spec.name)]
+    opts = ["-terse", "-C", "", "-V", "-S", "/bin/sh", "-N", sge_job_name(spec.name)]
     opts += ["-o", "/dev/null", "-e", "/dev/null", "-j", "n", "-r", "n"]
     workdir = workdir if workdir is not None else spec.workdir
     if workdir is not None and "$" not in workdir:  # -wd expands $JOB_ID & co.
@@ -297,12 +296,6 @@ def qsub_options(
     return opts
 
 
-def _flag(value: Any) -> bool:
-    if isinstance(value, str):
-        return value.strip().lower() not in _FALSE
-    return bool(value)
-
-
 # ---------------------------------------------------------------------- driver
 class SgeDriver(CommandDriver):
     """Jobs in (Son of) Grid Engine.  Config keys: ``sge_root`` and ``sge_cell`` (exported as
@@ -331,7 +324,7 @@ class SgeDriver(CommandDriver):
             self.accounting_wait_s = float(cfg.get("accounting_wait_s", 60.0))
         except (TypeError, ValueError) as exc:
             raise DriverError(f"sge driver: bad numeric option ({exc})") from None
-        self.suspend_running = _flag(cfg.get("suspend_running", True))
+        self.suspend_running = config_flag(cfg.get("suspend_running", True))
         self.parallel_environment = str(cfg.get("parallel_environment") or "") or None
         for key, var in (
             ("sge_root", "SGE_ROOT"),

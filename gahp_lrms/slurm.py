@@ -45,8 +45,8 @@ __all__ = [
     "parse_sacct_rows",
     "parse_scontrol_job",
     "parse_squeue",
-    "sanitize_job_name",
     "sbatch_options",
+    "slurm_job_name",
 ]
 
 log = logging.getLogger("gahp.lrms.slurm")
@@ -228,7 +228,7 @@ def job_info_from_fields(fields: Mapping[str, str]) -> JobInfo:
     raise DriverError(f"unexpected Slurm job state {raw_state!r}")
 
 
-def sanitize_job_name(name: str | None, default: str = "gahp") -> str:
+def slurm_job_name(name: str | None, default: str = "gahp") -> str:
     """A job name safe for every Slurm/PBS tool: ``[A-Za-z0-9_.+-]``, at most 64 chars."""
     clean = re.sub(r"[^A-Za-z0-9_.+-]", "_", name or "")[:64]
     return clean or default
@@ -236,7 +236,7 @@ def sanitize_job_name(name: str | None, default: str = "gahp") -> str:
 
 def sbatch_options(spec: JobSpec) -> list[str]:
     """sbatch options for ``spec`` (a list of argv items, never shell text)."""
-    opts = ["--parsable", "-J", sanitize_job_name(spec.name), "-o", "/dev/null"]
+    opts = ["--parsable", "-J", slurm_job_name(spec.name), "-o", "/dev/null"]
     opts += ["-e", "/dev/null"]
     if spec.workdir is not None:
         opts += ["-D", spec.workdir]

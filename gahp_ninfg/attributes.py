@@ -12,11 +12,13 @@ from collections.abc import Mapping, Sequence
 
 import attrs
 
+from gahp_ninfg.errors import NinfgError
+
 REPEATED = frozenset({"argument", "environment", "rsl_extensions"})
 BACKENDS = ("NORMAL", "MPI", "BLACS")
 
 
-class AttributeProblem(ValueError):
+class AttributeProblem(NinfgError, ValueError):
     """A missing or malformed attribute: the job fails with this message."""
 
 

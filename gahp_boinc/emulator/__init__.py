@@ -10,10 +10,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from .errors import EmulatorError
+
 if TYPE_CHECKING:
     from .server import EmulatorServer
 
-__all__ = ["EmulatorServer"]
+__all__ = ["EmulatorError", "EmulatorServer"]
 
 
 def __getattr__(name: str) -> Any:

@@ -1,6 +1,6 @@
 """The logic of submit_rpc_handler.php, job_file.php, get_output.php and get_output2.php.
 
-Each public method takes a parsed request and returns a :class:`~.replies.Reply`; error texts,
+Each public method takes a parsed request and returns a :class:`~.responses.Reply`; error texts,
 their order of checks and the server's PHP 8 crashes follow BOINC 8.3.
 """
 
@@ -20,10 +20,10 @@ from collections.abc import Callable, Sequence
 
 import attrs
 
-from . import replies
+from . import responses
 from .apps import APPS
 from .forms import FilePart
-from .replies import PhpCrash, Reply, RpcError
+from .responses import PhpCrash, Reply, RequestRefused
 from .store import BATCH_INIT, NewJob, Store
 
 _VALID_NAME = re.compile(r"^[A-Za-z0-9_\-. ]+$")
@@ -104,7 +104,7 @@ def _texts(el: ET.Element, tag: str) -> list[str]:
     return [c.text or "" for c in el.findall(tag)]
 
 
-def parse_request(req: str) -> ET.Element | None:
+def parse_rpc_xml(req: str) -> ET.Element | None:
     """simplexml_load_string(): the root element, or None when not parsable."""
     try:
         return ET.fromstring(req)
@@ -112,14 +112,14 @@ def parse_request(req: str) -> ET.Element | None:
         return None
 
 
-class Project:
+class ProjectPages:
     """The PHP pages of one emulated BOINC project."""
 
     def __init__(self, store: Store, config: ProjectConfig) -> None:
         self.store = store
         self.config = config
         self._submit_rpcs: dict[str, Callable[[ET.Element], Reply]] = {
-            "ping": lambda r: replies.ping(),
+            "ping": lambda r: responses.ping(),
             "get_templates": self.get_templates,
             "create_batch": self.create_batch,
             "submit_batch": self.submit_batch,
@@ -136,37 +136,38 @@ class Project:
 
     def submit_rpc(self, req: str) -> Reply:
         """submit_rpc_handler.php"""
-        root = parse_request(req)
+        root = parse_rpc_xml(req)
         if root is None:
-            return replies.error(f"can't parse request message: {replies.htmlspecialchars(req)}")
+            return responses.error(
+                f"can't parse request message: {responses.htmlspecialchars(req)}")
         handler = self._submit_rpcs.get(root.tag)
         if handler is None:
-            return replies.error("bad command")
+            return responses.error("bad command")
         return self._run(root.tag, lambda: handler(root))
 
     def job_file(self, req: str, files: Sequence[FilePart]) -> Reply:
         """job_file.php"""
-        root = parse_request(req)
+        root = parse_rpc_xml(req)
         if root is None:
             # job_file.php's own xml_error() adds where it failed
             where = (("file", str(self.store.dir / "html" / "user" / "job_file.php")),
                      ("line", "302"))
-            return replies.error(
-                f"can't parse request message: {replies.htmlspecialchars(req)}", extra=where)
+            return responses.error(
+                f"can't parse request message: {responses.htmlspecialchars(req)}", extra=where)
         if root.tag == "query_files":
             return self._run(root.tag, lambda: self.query_files(root))
         if root.tag == "upload_files":
             return self._run(root.tag, lambda: self.upload_files(root, files))
-        return replies.error("no such action")
+        return responses.error("no such action")
 
     @staticmethod
     def _run(cmd: str, fn: Callable[[], Reply]) -> Reply:
         try:
             return fn()
-        except RpcError as e:
-            return replies.error(e.msg, e.num, cmd)
+        except RequestRefused as e:
+            return responses.error(e.msg, e.num, cmd)
         except PhpCrash as e:
-            return replies.crash(e.partial)
+            return responses.crash(e.partial)
 
     # -- permissions and lookups --
 
@@ -175,29 +176,29 @@ class Project:
         submit rights, the others (as job_file.php) ``no file access``."""
         auth = _text(r, "authenticator")
         if not auth:
-            raise RpcError("no authenticator")
+            raise RequestRefused("no authenticator")
         user = self.store.user_by_auth(auth)
         if user is None:
-            raise RpcError("bad authenticator")
+            raise RequestRefused("bad authenticator")
         if not user["submit"]:
-            raise RpcError(no_access)
+            raise RequestRefused(no_access)
         return user
 
     def _app(self, name: str) -> sqlite3.Row:
         app = self.store.app_by_name(name)
         if app is None:
-            raise RpcError(f"app not found: {name}")
+            raise RequestRefused(f"app not found: {name}")
         return app
 
     def _wu(self, name: str, user: sqlite3.Row | None = None, missing: str = "no job {name}"
             ) -> sqlite3.Row:
         wu = self.store.wu_by_name(name)
         if wu is None:
-            raise RpcError(missing.format(name=name))
+            raise RequestRefused(missing.format(name=name))
         if user is not None:
             owner = self.store.owner_of_wu(wu)
             if owner is None or owner["id"] != user["id"]:
-                raise RpcError("not owner")
+                raise RequestRefused("not owner")
         return wu
 
     def _batch(self, r: ET.Element, user: sqlite3.Row) -> sqlite3.Row:
@@ -209,11 +210,11 @@ class Project:
         elif name:
             batch = self.store.batch_by_name(name)
         else:
-            raise RpcError("batch not specified")
+            raise RequestRefused("batch not specified")
         if batch is None:
-            raise RpcError("no such batch")
+            raise RequestRefused("no such batch")
         if batch["user_id"] != user["id"]:
-            raise RpcError("not owner")
+            raise RequestRefused("not owner")
         return batch
 
     # -- submit_rpc_handler.php --
@@ -227,7 +228,7 @@ class Project:
         app = self._app(app_name)
         self._user(r, "no submit access")
         spec = APPS[app["name"]]
-        return replies.templates(spec.input_template(self.config.quorum), spec.output_template())
+        return responses.templates(spec.input_template(self.config.quorum), spec.output_template())
 
     def create_batch(self, r: ET.Element) -> Reply:
         app = self._app(_text(r, "app_name"))
@@ -235,7 +236,7 @@ class Project:
         bid = self.store.create_batch(
             user["id"], app["id"], _text(r, "batch_name"), php_double(_text(r, "expire_time"))
         )
-        return replies.batch_id("create_batch", bid)
+        return responses.batch_id("create_batch", bid)
 
     def submit_batch(self, r: ET.Element) -> Reply:
         b = r.find("batch")
@@ -244,28 +245,28 @@ class Project:
         user = self._user(r, "no submit access")
         spec = APPS[app["name"]]
         jobs = []
-        for i, j in enumerate(b.findall("job")):
+        for i, job_el in enumerate(b.findall("job")):
             inputs = []
-            for f in j.findall("input_file"):
+            for f in job_el.findall("input_file"):
                 mode = _text(f, "mode")
                 if mode != "local_staged":
-                    raise RpcError(f"create_work failed: input mode '{mode}' not supported")
+                    raise RequestRefused(f"create_work failed: input mode '{mode}' not supported")
                 inputs.append(_text(f, "source"))
-            jobs.append(NewJob(_text(j, "name") or f"job_{i}", _text(j, "command_line"),
-                               tuple(inputs)))
+            jobs.append(NewJob(_text(job_el, "name") or f"job_{i}",
+                               _text(job_el, "command_line"), tuple(inputs)))
         bid = php_int(_text(b, "batch_id"))
         if bid:
             batch = self.store.batch(bid)
             if batch is None:
-                raise RpcError(f"no batch {bid}")
+                raise RequestRefused(f"no batch {bid}")
             if batch["user_id"] != user["id"]:
-                raise RpcError("not owner of batch")
+                raise RequestRefused("not owner of batch")
             if batch["state"] != BATCH_INIT:
-                raise RpcError("batch not in init state")
+                raise RequestRefused("batch not in init state")
         need = len(spec.inputs)
         for i, j in enumerate(jobs):
             if len(j.inputs) != need:
-                raise RpcError(
+                raise RequestRefused(
                     f"wrong # of input files for job {i}: need {need}, got {len(j.inputs)}")
         self._check_create_work(jobs, app["id"], bid)
         if not bid:
@@ -277,7 +278,7 @@ class Project:
                     "delay_bound"):
             params[key] = php_double(_text(p, key))
         self.store.submit(bid, app["id"], jobs, self.config.quorum, params)
-        return replies.batch_id("submit_batch", bid)
+        return responses.batch_id("submit_batch", bid)
 
     def _check_create_work(self, jobs: Sequence[NewJob], app_id: int, batch_id: int) -> None:
         """Fail as BOINC's job creator does: it reads each job as a line of words (the command
@@ -287,13 +288,13 @@ class Project:
             words = job_words(f'--command_line "{j.command_line}" ' + " ".join(j.inputs))
             for src in words[2:]:
                 if not valid_filename(src) or not self.store.file_path(src).is_file():
-                    raise RpcError(self._missing_input(src))
+                    raise RequestRefused(self._missing_input(src))
             if words[1:2] != [j.command_line]:
-                raise RpcError(f"create_work failed: bad command line for job {j.name}")
+                raise RequestRefused(f"create_work failed: bad command line for job {j.name}")
         taken = set(self.store.existing_job_names([j.name for j in jobs]))
         for j in jobs:
             if j.name in taken:
-                raise RpcError(self._duplicate_job(j.name, jobs, app_id, batch_id))
+                raise RequestRefused(self._duplicate_job(j.name, jobs, app_id, batch_id))
             taken.add(j.name)
 
     def _missing_input(self, name: str) -> str:
@@ -325,14 +326,14 @@ class Project:
         user = self._user(r)
         cpu = bool(php_int(_text(r, "get_cpu_time")))
         batches = [self.store.batch_summary(b, cpu) for b in self.store.user_batches(user["id"])]
-        return replies.query_batches(batches, cpu)
+        return responses.query_batches(batches, cpu)
 
     def query_batch(self, r: ET.Element) -> Reply:
         user = self._user(r)
         batch = self._batch(r, user)
         cpu = bool(php_int(_text(r, "get_cpu_time")))
         details = bool(php_int(_text(r, "get_job_details")))
-        return replies.query_batch(
+        return responses.query_batch(
             self.store.batch_summary(batch, cpu), self.store.job_details(batch["id"]), cpu,
             details)
 
@@ -342,11 +343,11 @@ class Project:
         for name in _texts(r, "batch_name"):
             batch = self.store.batch_by_name(name, user["id"])
             if batch is None:
-                raise RpcError(f"no batch named {name}")
+                raise RequestRefused(f"no batch named {name}")
             batches.append(batch)
         min_mod_time = php_double(_text(r, "min_mod_time"))
         server_time = self.store.clock()
-        return replies.query_batch2(
+        return responses.query_batch2(
             server_time, (self.store.batch_jobs(b["id"], min_mod_time) for b in batches))
 
     def query_completed_job(self, r: ET.Element) -> Reply:
@@ -356,14 +357,14 @@ class Project:
             res = self.store.result(wu["canonical_resultid"])
         elif self.config.completed_job_mode == "crash":
             # PHP 8: dereferencing the missing canonical result is fatal
-            raise PhpCrash(replies.completed_job_head(wu["error_mask"]))
+            raise PhpCrash(responses.completed_job_head(wu["error_mask"]))
         else:
             res = self.store.one(
                 "SELECT * FROM result WHERE workunit_id=? AND outcome=3 ORDER BY id DESC"
                 " LIMIT 1", wu["id"])
         if res is None:
-            return replies.completed_job(wu["error_mask"], 0, 0, 0, 0, "")
-        return replies.completed_job(
+            return responses.completed_job(wu["error_mask"], 0, 0, 0, 0, "")
+        return responses.completed_job(
             wu["error_mask"], wu["canonical_resultid"], res["exit_status"], res["elapsed_time"],
             res["cpu_time"], res["stderr_out"])
 
@@ -375,23 +376,23 @@ class Project:
         for name in _texts(r, "job_name"):
             try:
                 wu = self._wu(name, user)
-            except RpcError as e:
-                return replies.abort_jobs(done, e)
+            except RequestRefused as e:
+                return responses.abort_jobs(done, e)
             self.store.abort([wu["id"]])
             done.append(wu["name"])
-        return replies.abort_jobs(done)
+        return responses.abort_jobs(done)
 
     def retire_batch(self, r: ET.Element) -> Reply:
         user = self._user(r)
         batch = self._batch(r, user)
         self.store.retire_batch(batch["id"])
-        return replies.retire_batch()
+        return responses.retire_batch()
 
     def set_expire_time(self, r: ET.Element) -> Reply:
         user = self._user(r)
         batch = self._batch(r, user)
         self.store.set_expire_time(batch["id"], php_double(_text(r, "expire_time")))
-        return replies.set_expire_time()
+        return responses.set_expire_time()
 
     # -- job_file.php --
 
@@ -405,11 +406,11 @@ class Project:
         absent = []
         for i, name in enumerate(_texts(r, "phys_name")):
             if not valid_filename(name):
-                raise RpcError("bad filename")
+                raise RequestRefused("bad filename")
             jf = self.store.job_file(name)
             if jf is not None and jf["delete_time"] < delete_time:
                 # BOINC 8.3 treats the successful update as a failure
-                raise RpcError("job_file->update() failed: ")
+                raise RequestRefused("job_file->update() failed: ")
             path = self.store.file_path(name)
             if path.is_file():
                 if jf is not None:
@@ -426,7 +427,7 @@ class Project:
                 if jf is not None:
                     self.store.delete_job_file(jf["id"])
                 absent.append(i)
-        return replies.query_files(absent)
+        return responses.query_files(absent)
 
     def upload_files(self, r: ET.Element, files: Sequence[FilePart]) -> Reply:
         self._user(r)
@@ -435,20 +436,20 @@ class Project:
         names = _texts(r, "phys_name")
         for name in names:
             if not valid_filename(name):
-                raise RpcError("bad filename")
+                raise RequestRefused("bad filename")
         by_field: dict[str, FilePart] = {}
         for f in files[: self.config.max_upload_files]:
             by_field[f.field] = f
         if len(by_field) != len(names):
-            raise RpcError(
+            raise RequestRefused(
                 f"# of uploaded files ({len(by_field)}) doesn't agree with request ({len(names)})")
         for i, name in enumerate(names):
             part = by_field.get(f"file_{i}")
             if part is None:
-                raise RpcError(" is not an uploaded file")
+                raise RequestRefused(" is not an uploaded file")
             if len(part.data) > self.config.max_file_size:
                 base = part.filename.replace("\\", "/").rsplit("/", 1)[-1]  # as PHP's $_FILES
-                raise RpcError(f"{base} upload failed because: The uploaded file "
+                raise RequestRefused(f"{base} upload failed because: The uploaded file "
                                "exceeds upload_max_filesize of php.ini.")
             digest = hashlib.md5(part.data).hexdigest()
             path = self.store.file_path(name)
@@ -456,7 +457,7 @@ class Project:
                 jf = self.store.job_file(name)
                 old = jf["md5"] if jf is not None else self._file_md5(name)
                 if old != digest:
-                    raise RpcError(f"file immutability violation for {name}")
+                    raise RequestRefused(f"file immutability violation for {name}")
             else:
                 tmp = path.with_name(f".{name}.{os.getpid()}.{id(part)}.tmp")
                 tmp.write_bytes(part.data)
@@ -468,7 +469,7 @@ class Project:
             except sqlite3.IntegrityError:
                 # PHP 8: duplicate row -> uncaught mysqli_sql_exception
                 raise PhpCrash("<upload_files>\n") from None
-        return replies.upload_files()
+        return responses.upload_files()
 
     # -- get_output.php / get_output2.php ---------------------------------------------------------
 
@@ -477,39 +478,39 @@ class Project:
         if cmd == "workunit_file":
             file_num = php_get_int(q, "file_num")
             if file_num is None:
-                return replies.missing_arg("file_num")
+                return responses.missing_arg("file_num")
             wu_name = q.get("wu_name", "")
             wu = self.store.wu_by_name(wu_name)
             if wu is None:
-                return replies.download_error(f"no workunit {wu_name}")
+                return responses.download_error(f"no workunit {wu_name}")
             owner = self.store.owner_of_wu(wu)
             if owner is None or owner["authenticator"] != q.get("auth_str"):
-                return replies.download_error("bad authenticator")
+                return responses.download_error("bad authenticator")
             if not wu["canonical_resultid"]:
-                return replies.download_error(f"no canonical result for wu {wu['name']}")
+                return responses.download_error(f"no canonical result for wu {wu['name']}")
             res = self.store.result(wu["canonical_resultid"])
             return self._result_file(res, file_num)
         if cmd == "result_file":
             file_num = php_get_int(q, "file_num")
             if file_num is None:
-                return replies.missing_arg("file_num")
+                return responses.missing_arg("file_num")
             name = q.get("result_name", "")
             res = self.store.result_by_name(name)
             if res is None:
-                return replies.download_error(f"no job instance {name}")
+                return responses.download_error(f"no job instance {name}")
             wu = self.store.one("SELECT * FROM workunit WHERE id=?", res["workunit_id"])
             owner = self.store.owner_of_wu(wu) if wu else None
             expect = hashlib.md5(
                 ((owner["authenticator"] if owner else "") + res["name"]).encode()
             ).hexdigest()
             if owner is None or q.get("auth_str") != expect:
-                return replies.download_error("bad authenticator")
+                return responses.download_error("bad authenticator")
             return self._result_file(res, file_num)
         if cmd == "batch_files":
             return self._batch_files(q)
         if cmd == "workunit_files":
             return self._workunit_files(q)
-        return replies.plain("bad command\n")
+        return responses.plain("bad command\n")
 
     def _signed(self, user_id: int, thing: int, q: dict[str, str]) -> bool:
         """get_output.php's signature: ``auth_str`` = md5(authenticator + id)."""
@@ -528,18 +529,18 @@ class Project:
                         z.write(path, phys)
         data = buf.getvalue() if any(self._outputs(r) for r in results) else b""
         suffix = "".join(secrets.choice(string.ascii_letters + string.digits) for _ in range(6))
-        return replies.download(data, f"{name}_{suffix}.zip")
+        return responses.download(data, f"{name}_{suffix}.zip")
 
     def _batch_files(self, q: dict[str, str]) -> Reply:
         """cmd=batch_files: the canonical outputs of a batch's jobs (signed batch id)."""
         batch_id = php_get_int(q, "batch_id")
         if batch_id is None:
-            return replies.redirect("non_num_arg.html")
+            return responses.redirect("non_num_arg.html")
         batch = self.store.batch(batch_id)
         if batch is None:
-            return replies.download_error(f"no batch {batch_id}")
+            return responses.download_error(f"no batch {batch_id}")
         if not self._signed(batch["user_id"], batch_id, q):
-            return replies.download_error("bad auth str")
+            return responses.download_error("bad auth str")
         results = [r for r in (self.store.result(w["canonical_resultid"]) for w in self.store.all(
             "SELECT canonical_resultid FROM workunit WHERE batch_id=? AND canonical_resultid>0"
             " ORDER BY id", batch_id)) if r is not None]
@@ -549,15 +550,15 @@ class Project:
         """cmd=workunit_files: a job's canonical outputs (signed job id)."""
         wu_id = php_get_int(q, "wu_id")
         if wu_id is None:
-            return replies.missing_arg("wu_id")
+            return responses.missing_arg("wu_id")
         wu = self.store.one("SELECT * FROM workunit WHERE id=?", wu_id)
         if wu is None:
-            return replies.download_error(f"no workunit {wu_id}")
+            return responses.download_error(f"no workunit {wu_id}")
         batch = self.store.batch(wu["batch_id"])
         if batch is None or not self._signed(batch["user_id"], wu_id, q):
-            return replies.download_error("bad authenticator")
+            return responses.download_error("bad authenticator")
         if not wu["canonical_resultid"]:
-            return replies.download_error(f"no canonical result for wu {wu['name']}")
+            return responses.download_error(f"no canonical result for wu {wu['name']}")
         res = self.store.result(wu["canonical_resultid"])
         return self._zip([res] if res is not None else [], f"boinc_wu_{wu['name']}")
 
@@ -569,12 +570,12 @@ class Project:
         if not 0 <= file_num < len(outs):
             # BOINC 8.3 does not check the index: the empty file name resolves to a fan-out
             # directory, whose name and size (4096) are announced before the read fails.
-            return replies.broken_download(fanout_dir(""), 4096)
+            return responses.broken_download(fanout_dir(""), 4096)
         phys, _logical, rel = outs[file_num]
         path = self.store.upload_dir / rel
         if not path.is_file():
-            return replies.download_error(f"no such file: {phys}")
-        return replies.download(path.read_bytes(), phys)
+            return responses.download_error(f"no such file: {phys}")
+        return responses.download(path.read_bytes(), phys)
 
     def get_output2(self, q: dict[str, str]) -> Reply:
         """get_output2.php: cmd=workunit (wu_id) or cmd=file (result_id, file_num); raw auth.
@@ -587,46 +588,46 @@ class Project:
             if cmd == "workunit":
                 wu_id = php_get_int(q, "wu_id")
                 if wu_id is None:
-                    return replies.missing_arg("wu_id")
+                    return responses.missing_arg("wu_id")
                 wu = self.store.one("SELECT * FROM workunit WHERE id=?", wu_id)
                 if wu is None:
-                    return replies.plain("no workunit for ")  # sic: BOINC 8.3 omits the id
+                    return responses.plain("no workunit for ")  # sic: BOINC 8.3 omits the id
                 self._check_auth2(wu, q)
                 if not wu["canonical_resultid"]:
                     # the archive of no instance's outputs: an empty ".zip"
-                    return replies.download(b"", ".zip")
+                    return responses.download(b"", ".zip")
                 return self._bundle(self.store.result(wu["canonical_resultid"]))
             if cmd == "file":
                 file_num = php_get_int(q, "file_num")
                 if file_num is None:
-                    return replies.missing_arg("file_num")
+                    return responses.missing_arg("file_num")
                 result_id = php_get_int(q, "result_id")
                 if result_id is None:
-                    return replies.missing_arg("result_id")
+                    return responses.missing_arg("result_id")
                 res = self.store.result(result_id)
                 if res is None:
-                    return replies.plain(f"no result {result_id}")
+                    return responses.plain(f"no result {result_id}")
                 wu = self.store.one("SELECT * FROM workunit WHERE id=?", res["workunit_id"])
                 self._check_auth2(wu, q)
                 outs = self._outputs(res)
                 if not 0 <= file_num < len(outs):
-                    return replies.broken_download(f"{res['name']}__", 4096)
+                    return responses.broken_download(f"{res['name']}__", 4096)
                 return self._named_file(res, outs[file_num])
-        except RpcError as e:
-            return replies.download_error(e.msg)
-        return replies.plain("bad cmd\n")
+        except RequestRefused as e:
+            return responses.download_error(e.msg)
+        return responses.plain("bad cmd\n")
 
     def _check_auth2(self, wu: sqlite3.Row | None, q: dict[str, str]) -> None:
         owner = self.store.owner_of_wu(wu) if wu is not None else None
         if owner is None or owner["authenticator"] != q.get("auth"):
-            raise RpcError("bad authenticator")
+            raise RequestRefused("bad authenticator")
 
     def _named_file(self, res: sqlite3.Row, out: list[str]) -> Reply:
         _phys, logical, rel = out
         path = self.store.upload_dir / rel
         if not path.is_file():
-            return replies.download_error(f"no such file: {_phys}")
-        return replies.download(path.read_bytes(), f"{res['name']}__{logical}")
+            return responses.download_error(f"no such file: {_phys}")
+        return responses.download(path.read_bytes(), f"{res['name']}__{logical}")
 
     def _bundle(self, res: sqlite3.Row | None) -> Reply:
         outs = self._outputs(res)
@@ -637,4 +638,4 @@ class Project:
         with zipfile.ZipFile(buf, "w") as z:
             for _phys, logical, rel in outs:
                 z.writestr(f"{res['name']}__{logical}", (self.store.upload_dir / rel).read_bytes())
-        return replies.download(buf.getvalue(), f"{res['name']}.zip")
+        return responses.download(buf.getvalue(), f"{res['name']}.zip")

@@ -22,11 +22,11 @@ from types import TracebackType
 from typing import Any, TextIO
 from urllib.parse import urlsplit
 
-from . import replies
+from . import responses
 from .faults import BEFORE, Fault, FaultInjector
 from .forms import Form, parse_form, parse_query
-from .handlers import Project, ProjectConfig
-from .replies import Reply
+from .handlers import ProjectConfig, ProjectPages
+from .responses import Reply
 from .store import Store
 from .volunteer import Volunteer
 
@@ -167,12 +167,12 @@ class _Handler(BaseHTTPRequestHandler):
             emu.errors.append(traceback.format_exc())
             emu._log(traceback.format_exc())
             with contextlib.suppress(OSError):
-                self._send(Reply(b"internal emulator error", 500, replies.HTML_TYPE))
+                self._send(Reply(b"internal emulator error", 500, responses.HTML_TYPE))
 
     def _not_found(self) -> Reply:
         """Apache's page for a URL it has no file for."""
         host, port = self.server.server_address[:2]
-        return Reply(replies.apache_not_found(SERVER_HEADER, str(host), int(port)), 404,
+        return Reply(responses.apache_not_found(SERVER_HEADER, str(host), int(port)), 404,
                      "text/html; charset=iso-8859-1")
 
     # -- reply --
@@ -224,20 +224,20 @@ class _Handler(BaseHTTPRequestHandler):
             # command element; the download pages show the project's error page
             if endpoint in ("submit_rpc_handler.php", "job_file.php"):
                 cmd = rpc if rpc != endpoint.removesuffix(".php") else None
-                self._send(replies.error("Can't connect to database", -138, cmd))
+                self._send(responses.error("Can't connect to database", -138, cmd))
             else:
-                self._send(replies.error_page("Can't connect to database"))
+                self._send(responses.error_page("Can't connect to database"))
         elif fault.kind == "reset":
             self._reset()
         elif fault.kind == "http500":
             self._send(Reply(b"<html><body><h1>500 Internal Server Error</h1></body></html>",
-                             500, replies.HTML_TYPE))
+                             500, responses.HTML_TYPE))
         elif fault.kind == "http503":
             retry = str(max(0, round(fault.seconds))) if fault.seconds is not None else "1"
             self._send(Reply(b"<html><body><h1>503 Service Unavailable</h1></body></html>",
-                             503, replies.HTML_TYPE, (("Retry-After", retry),)))
+                             503, responses.HTML_TYPE, (("Retry-After", retry),)))
         elif fault.kind == "maintenance":
-            self._send(replies.error("project down for maintenance", -183))
+            self._send(responses.error("project down for maintenance", -183))
 
     def _reset(self) -> None:
         """Drop the connection with a TCP RST and no reply."""
@@ -312,7 +312,7 @@ class EmulatorServer:
         self._thread: threading.Thread | None = None
         self.store: Store | None = None
         self.volunteer: Volunteer | None = None
-        self._project: Project | None = None
+        self._project: ProjectPages | None = None
 
     # -- lifecycle --
 
@@ -321,7 +321,7 @@ class EmulatorServer:
         self._stopping.clear()
         self.store = Store(self.state_dir, self.mod_time_resolution)
         self.store.default_authenticator()
-        self._project = Project(self.store, self.config)
+        self._project = ProjectPages(self.store, self.config)
         family = socket.AF_INET6 if ":" in self.host else socket.AF_INET
         self._httpd = _HTTPServer((self.host.strip("[]"), self.port), self, family)
         self.port = self._httpd.server_address[1]
@@ -373,7 +373,7 @@ class EmulatorServer:
     # -- public API -------------------------------------------------------------------------------
 
     @property
-    def project(self) -> Project:
+    def project(self) -> ProjectPages:
         if self._project is None:
             raise RuntimeError("emulator not started")
         return self._project

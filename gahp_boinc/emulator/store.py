@@ -410,7 +410,7 @@ class Store:
 
     def finish(
         self, claim: Claim, exit_status: int, elapsed: float, cpu: float, stderr_out: str,
-        outputs: Sequence[tuple[str, str]], output_hash: str, ok: bool,
+        outputs: Sequence[tuple[str, str, str]], output_hash: str, ok: bool,
     ) -> None:
         """Record a returned instance and run the validator/transitioner logic. An instance of
         a job cancelled while it ran comes back aborted, as BOINC's client reports it after

@@ -12,8 +12,8 @@ from gahp_lrms.slurm import (
     parse_exit_code,
     parse_sacct,
     parse_scontrol_job,
-    sanitize_job_name,
     sbatch_options,
+    slurm_job_name,
 )
 
 _TAIL = (
@@ -200,9 +200,9 @@ def test_sbatch_options_are_argv_items():
 
 
 def test_job_names():
-    assert sanitize_job_name("a b$(c)") == "a_b__c_"
-    assert sanitize_job_name(None) == "gahp" and sanitize_job_name("") == "gahp"
-    assert len(sanitize_job_name("x" * 200)) == 64
+    assert slurm_job_name("a b$(c)") == "a_b__c_"
+    assert slurm_job_name(None) == "gahp" and slurm_job_name("") == "gahp"
+    assert len(slurm_job_name("x" * 200)) == 64
 
 
 def test_qstat_full():

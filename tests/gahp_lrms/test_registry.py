@@ -298,3 +298,28 @@ def test_finished_jobs_are_forgotten_after_keep_finished(tmp_path):
 def test_info_json_round_trip():
     info = JobInfo(JobStatus.COMPLETED, exit_signal=9, exit_reason="killed", wallclock_s=1.5)
     assert info_from_json(info_to_json(info)) == info
+
+
+@pytest.mark.parametrize("name", ["slurm", "pbs", "sge", "boinc"])
+def test_every_driver_reads_the_registry_keys_alike(name, tmp_path):
+    from gahp_lrms import get_driver
+    from gahp_lrms.registry import RegistryHolder
+
+    base = {} if name == "boinc" else {"bin_dir": str(tmp_path / "bin")}  # never run here
+    off = get_driver(
+        name,
+        {**base, "status_interval": "2.5", "stale_limit_s": 60, "status_registry": "no"},
+        tmp_path,
+    )
+    assert isinstance(off, RegistryHolder)
+    assert RegistryHolder.registry_keys <= type(off).config_keys
+    assert (off.status_interval, off.stale_limit_s, off.use_registry) == (2.5, 60.0, False)
+    assert off.registry is None
+    on = get_driver(name, {**base, "status_interval": 7}, tmp_path / "on")
+    registry = on.registry
+    assert registry is not None and registry is on.registry  # built once
+    assert (registry.interval, registry.stale_limit) == (7.0, 1800.0)
+    assert registry.journal == tmp_path / "on" / "status-registry.jsonl"
+    assert registry.name == ("BOINC project" if name == "boinc" else type(on).system)
+    with pytest.raises(DriverError, match=f"{name} driver: bad numeric option"):
+        get_driver(name, {**base, "stale_limit_s": "soon"}, tmp_path / "bad")

@@ -14,7 +14,7 @@ from gahp_lrms.sge import (
     parse_qstat_xml,
     parse_seconds,
     qsub_options,
-    sanitize_job_name,
+    sge_job_name,
 )
 
 # qstat -xml -u '*': 34 suspended (qmod -sj), 35 running in pe smp 2, 38 Eqw (missing -wd),
@@ -263,11 +263,11 @@ def test_parse_seconds():
 
 
 def test_sanitize_job_name():
-    assert sanitize_job_name("tricky name; $(x)") == "tricky_name____x_"
-    assert sanitize_job_name("1abc") == "j1abc"  # SGE names cannot start with a digit
-    assert sanitize_job_name("a:b/c@d") == "a_b_c_d"
-    assert sanitize_job_name(None) == "gahp"
-    assert len(sanitize_job_name("x" * 100)) == 64
+    assert sge_job_name("tricky name; $(x)") == "tricky_name____x_"
+    assert sge_job_name("1abc") == "j1abc"  # SGE names cannot start with a digit
+    assert sge_job_name("a:b/c@d") == "a_b_c_d"
+    assert sge_job_name(None) == "gahp"
+    assert len(sge_job_name("x" * 100)) == 64
 
 
 def test_qsub_options():

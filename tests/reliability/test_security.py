@@ -20,7 +20,7 @@ import attrs
 import pytest
 from relkit import BLAHPD, BOINC_GAHP, select, submit_args, wait_done
 
-from gahp_boinc.emulator import EmulatorServer, apps, handlers, replies
+from gahp_boinc.emulator import EmulatorServer, apps, handlers, responses
 from gahp_boinc.outputs import OutputError, safe_logical_name
 from gahp_boinc.rpc import BoincRpc
 from gahp_core.testing import GahpClient
@@ -49,17 +49,17 @@ def test_authenticator_never_in_debug_log_nor_error_results(
         results.append(gahp.call("BOINC_FETCH_OUTPUT", "s#0", str(tmp_path), "e", "ALL", "0"))
     # a server that echoes the whole query string (auth_str included) in its error text
     monkeypatch.setattr(
-        handlers.Project,
+        handlers.ProjectPages,
         "get_output",
-        lambda self, q: replies.download_error(f"cannot serve {urlencode(q)}"),
+        lambda self, q: responses.download_error(f"cannot serve {urlencode(q)}"),
     )
     results.append(gahp.call("BOINC_FETCH_OUTPUT", "s#0", str(tmp_path), "e", "ALL", "0"))
     assert "cannot serve" in results[-1][0] and "auth_str=***" in results[-1][0], results[-1]
     # and an RPC error that echoes the request (with its <authenticator>)
     monkeypatch.setattr(
-        handlers.Project,
+        handlers.ProjectPages,
         "submit_rpc",
-        lambda self, req: replies.error(f"can't parse request message: {req}"),
+        lambda self, req: responses.error(f"can't parse request message: {req}"),
     )
     results.append(gahp.call("BOINC_PING"))
     results.append(gahp.call("BOINC_QUERY_BATCHES", "0", "1", "s"))

@@ -19,7 +19,7 @@ from emu_helpers import Boinc, phys_name
 
 from gahp_boinc.emulator import EmulatorServer
 from gahp_boinc.emulator.handlers import fanout_dir, job_words
-from gahp_boinc.emulator.replies import db_float, php_float
+from gahp_boinc.emulator.responses import db_float, php_float
 
 
 def msg(resp: httpx.Response) -> str:

@@ -12,6 +12,8 @@ from email.utils import formatdate
 
 import attrs
 
+from gahp_boinc.emulator.errors import EmulatorError
+
 XML_DECL = '<?xml version="1.0" encoding="ISO-8859-1" ?>\n'
 XML_TYPE = "text/xml;charset=UTF-8"
 HTML_TYPE = "text/html; charset=UTF-8"
@@ -32,7 +34,7 @@ class Reply:
     declared_length: int | None = None
 
 
-class RpcError(Exception):
+class RequestRefused(EmulatorError):
     """An error the PHP page reports with ``xml_error(num, msg)``."""
 
     def __init__(self, msg: str, num: int = -1) -> None:
@@ -41,7 +43,7 @@ class RpcError(Exception):
         self.num = num
 
 
-class PhpCrash(Exception):  # noqa: N818 - named after what it emulates
+class PhpCrash(EmulatorError):  # noqa: N818 - named after what it emulates
     """An uncaught PHP exception: HTTP 500 with what was echoed so far (display_errors off)."""
 
     def __init__(self, partial: str) -> None:
@@ -144,7 +146,7 @@ def query_batch2(server_time: float, batches: Iterable[list[tuple[str, str]]]) -
     return xml("".join(parts))
 
 
-def abort_jobs(names: Iterable[str], failed: RpcError | None = None) -> Reply:
+def abort_jobs(names: Iterable[str], failed: RequestRefused | None = None) -> Reply:
     """The aborted jobs, then success, or the error that stopped the page."""
     # "<aborted NAME>" is not well-formed XML: the real page prints exactly this.
     aborted = "".join(f"<aborted {n}>\n" for n in names)
