@@ -443,6 +443,14 @@ class SgeDriver(CommandDriver):
         if not m:
             raise DriverError(f"qsub printed no job id: {proc.stdout.strip()!r}")
         native_id = m.group(1)
+        # Grid Engine hands out job numbers again (they restart after a qmaster restart): what
+        # this driver remembers of an earlier job with the number is not this job's.
+        with contextlib.suppress(OSError):
+            self._mark("cancelled", native_id).unlink(missing_ok=True)
+        with self._lock:
+            self._final.pop(native_id, None)
+            self._last.pop(native_id, None)
+            self._missing.pop(native_id, None)
         self._record("submitted", native_id, required=False)  # the job exists: never fail
         self._submitted(native_id)
         return native_id

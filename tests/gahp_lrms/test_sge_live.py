@@ -268,3 +268,16 @@ def test_down_qmaster_is_an_error(sge_config, tmp_path):
         driver.ping()
     with pytest.raises(DriverError):
         driver.status("1")
+
+
+def test_a_job_number_given_again_is_a_new_job(sge_driver, tmp_path):
+    """Grid Engine restarts its job numbers after a qmaster restart: a number this driver once
+    cancelled, given to a new job, is not a cancelled job."""
+    first = sge_driver.submit(JobSpec("/bin/true"))
+    upcoming = [str(int(first) + n) for n in range(1, 6)]
+    for number in upcoming:  # as if earlier jobs with these numbers had been cancelled
+        sge_driver._record("cancelled", number)
+    jid = sge_driver.submit(JobSpec("/bin/sh", ("-c", "exit 0")))
+    assert jid in upcoming, (first, jid)  # no other job took the numbers meanwhile
+    info = wait_status(sge_driver, jid, *DONE)
+    assert (info.status, info.exit_code) == (JobStatus.COMPLETED, 0), info
