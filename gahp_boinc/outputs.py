@@ -12,13 +12,14 @@ from pathlib import Path
 
 import attrs
 
+from gahp_boinc.errors import BoincError
 from gahp_boinc.replies import RpcError
 from gahp_boinc.rpc import BoincRpc, CompletedJob, Project
 
 log = logging.getLogger("gahp.boinc.outputs")
 
 
-class OutputError(Exception):
+class OutputError(BoincError):
     """A local problem placing outputs (bad destination, unsafe name)."""
 
 

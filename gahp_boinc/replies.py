@@ -15,8 +15,10 @@ from xml.parsers.expat import ExpatError
 
 import xmltodict
 
+from gahp_boinc.errors import BoincError
 
-class RpcError(Exception):
+
+class RpcError(BoincError):
     """A BOINC RPC failed: server error, HTTP failure, unreadable reply or timeout."""
 
     def __init__(self, message: str, *, code: int | None = None, retryable: bool = False) -> None:
@@ -144,7 +146,11 @@ _JOB_FIELDS = ("name", "status", "exit_status", "error", "canonical_instance_id"
 def parse_query_batch_jobs(body: bytes) -> list[dict[str, str]]:
     """query_batch (with get_job_details): per ``<job>``, its text fields in ``_JOB_FIELDS``
     (empty string when absent). A failed job's ``<error>`` is data, not an RPC failure."""
-    reply = parse_reply(body, "query_batch")
+    return query_batch_jobs(parse_reply(body, "query_batch"))
+
+
+def query_batch_jobs(reply: dict[str, Any]) -> list[dict[str, str]]:
+    """The jobs of a parsed query_batch reply, as :func:`parse_query_batch_jobs` gives them."""
     jobs = []
     for job in as_list(reply.get("job")):
         job = job if isinstance(job, dict) else {}

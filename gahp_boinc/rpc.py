@@ -12,6 +12,7 @@ import asyncio
 import logging
 import os
 import random
+import re
 import ssl
 import time
 import xml.etree.ElementTree as ET
@@ -31,9 +32,9 @@ from gahp_boinc.replies import (
     clean_stderr,
     decode_text,
     parse_query_batch2,
-    parse_query_batch_jobs,
     parse_reply,
     partial_fields,
+    query_batch_jobs,
     top_level_error,
 )
 
@@ -52,6 +53,23 @@ usual mod_php setup) between requests; a burst that opens more connections than 
 server has spare children waits while it forks more (at first one a second)."""
 SHARDS = 2
 """Connection pools the connections are spread over (see :class:`ShardedTransport`)."""
+
+
+class _HideAuthStr(logging.Filter):
+    """Masks the authenticator in the get_output.php URLs httpx logs (``auth_str=...``)."""
+
+    _pattern = re.compile(r"(auth_str=)[^&\s\"]*")
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        message = record.getMessage()
+        if "auth_str=" in message:
+            record.msg, record.args = self._pattern.sub(r"\1***", message), None
+        return True
+
+
+_httpx_log = logging.getLogger("httpx")
+if not any(isinstance(f, _HideAuthStr) for f in _httpx_log.filters):
+    _httpx_log.addFilter(_HideAuthStr())
 
 
 class ShardedTransport(httpx.AsyncBaseTransport):
@@ -157,6 +175,67 @@ class JobDetail:
     error: str = ""  # the workunit's error mask in words, e.g. too_many_total_results
     canonical_instance_id: int = 0
     cpu_time: float | None = None
+
+
+BATCH_STATES = {0: "init", 1: "in_progress", 2: "complete", 3: "aborted", 4: "retired"}
+"""BOINC's batch states (``batch.state``) by number."""
+
+
+@attrs.frozen
+class BatchInfo:
+    """A batch as query_batches and query_batch describe it."""
+
+    id: int
+    name: str
+    app_name: str = ""
+    state: int = 0
+    """0 init, 1 in progress, 2 complete, 3 aborted, 4 retired (see :data:`BATCH_STATES`)."""
+    njobs: int = 0
+    nerror_jobs: int = 0
+    fraction_done: float = 0.0
+    create_time: float = 0.0
+    expire_time: float = 0.0
+    completion_time: float = 0.0
+    credit_canonical: float = 0.0
+    total_cpu_time: float | None = None
+
+    @property
+    def state_name(self) -> str:
+        return BATCH_STATES.get(self.state, str(self.state))
+
+    @classmethod
+    def from_reply(cls, fields: Any) -> BatchInfo:
+        """From the fields of a ``<batch>`` (or of a query_batch reply's top level)."""
+        d = fields if isinstance(fields, dict) else {}
+
+        def num(key: str, conv: Any = float, default: Any = 0) -> Any:
+            value = d.get(key)
+            if value is None or isinstance(value, dict | list) or not str(value).strip():
+                return default
+            return (_int if conv is int else _float)(value, f"batch {key}")
+
+        return cls(
+            id=num("id", int),
+            name=str(d.get("name") or "").strip(),
+            app_name=str(d.get("app_name") or "").strip(),
+            state=num("state", int),
+            njobs=num("njobs", int),
+            nerror_jobs=num("nerror_jobs", int),
+            fraction_done=num("fraction_done"),
+            create_time=num("create_time"),
+            expire_time=num("expire_time"),
+            completion_time=num("completion_time"),
+            credit_canonical=num("credit_canonical"),
+            total_cpu_time=num("total_cpu_time", float, None),
+        )
+
+
+@attrs.frozen
+class BatchDetail:
+    """query_batch: a batch and its jobs."""
+
+    batch: BatchInfo
+    jobs: tuple[JobDetail, ...]
 
 
 @attrs.frozen
@@ -473,14 +552,24 @@ class BoincRpc:
     async def query_batch_details(self, project: Project, batch_name: str) -> list[JobDetail]:
         """query_batch with get_job_details: every job of a batch with its status and, for a
         failed job, the failed instance's exit status and the workunit's error."""
-        inner = _el("batch_name", batch_name) + _el("get_job_details", 1)
+        return list((await self.query_batch(project, batch_name)).jobs)
+
+    async def query_batch(
+        self, project: Project, batch_name: str, get_job_details: bool = True
+    ) -> BatchDetail:
+        """query_batch: the batch's summary and its jobs (with their status and failure
+        details when ``get_job_details``)."""
+        inner = _el("batch_name", batch_name) + (
+            _el("get_job_details", 1) if get_job_details else ""
+        )
         body = await self._post(
             project,
             "submit_rpc_handler.php",
             "query_batch",
             _request("query_batch", project, inner),
         )
-        return [
+        reply = parse_reply(body, "query_batch")
+        jobs = tuple(
             JobDetail(
                 name=j["name"],
                 status=j["status"],
@@ -489,8 +578,9 @@ class BoincRpc:
                 canonical_instance_id=_int(j["canonical_instance_id"] or 0, "canonical id"),
                 cpu_time=_float(j["cpu_time"], "cpu_time") if j["cpu_time"] else None,
             )
-            for j in parse_query_batch_jobs(body)
-        ]
+            for j in query_batch_jobs(reply)
+        )
+        return BatchDetail(batch=BatchInfo.from_reply(reply), jobs=jobs)
 
     async def query_completed_job(self, project: Project, job_name: str) -> CompletedJob:
         """The outcome of a finished job; a clear RpcError when the server has none."""

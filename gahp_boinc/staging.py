@@ -10,12 +10,14 @@ from collections import OrderedDict
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
+from gahp_boinc.errors import BoincError
+
 _EXT_OK = re.compile(r"^\.[A-Za-z0-9_\-. ]*$")
 _ARG_PLAIN = re.compile(r"^[A-Za-z0-9_\-.,:/=+@%]+$")
 _UNPASSABLE = frozenset("'\"\n\r\\$`")
 
 
-class StagingError(Exception):
+class StagingError(BoincError):
     """An input file or argument that cannot be sent to BOINC."""
 
 
