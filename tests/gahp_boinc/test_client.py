@@ -243,9 +243,8 @@ def test_submit_survives_a_lost_create_batch_reply(emu, client, tmp_path):
 def test_many_projects_through_one_pool(emu, tmp_path):
     other = emu.add_user("second", authenticator="0123456789abcdef0123456789abcdef")
     (src,) = _inputs(tmp_path, "two accounts\n")
-    with SyncBoincClient() as c:  # no default project
-        with pytest.raises(BoincError, match="no project"):
-            c.ping()
+    with SyncBoincClient() as c, pytest.raises(BoincError, match="no project"):
+        c.ping()  # no default project
     with SyncBoincClient(emu.url, emu.authenticator) as c:
         second = Project(emu.url, other)
         batch = _name("acct")
