@@ -274,16 +274,27 @@ class BoincClient:
             self._p(project), batch_id, app_name, jobs, params or JobParams()
         )
 
-    async def query_batches(self, *, project: Project | None = None) -> list[BatchInfo]:
-        """query_batches: the account's batches."""
-        batches = await self.rpc.query_batches(self._p(project))
+    async def query_batches(
+        self, *, get_cpu_time: bool = False, project: Project | None = None
+    ) -> list[BatchInfo]:
+        """query_batches: the account's batches (not the retired ones); with
+        ``get_cpu_time``, their ``total_cpu_time`` too."""
+        batches = await self.rpc.query_batches(self._p(project), get_cpu_time)
         return [BatchInfo.from_reply(b) for b in batches]
 
     async def query_batch(
-        self, batch_name: str, *, get_job_details: bool = True, project: Project | None = None
+        self,
+        batch_name: str,
+        *,
+        get_job_details: bool = True,
+        get_cpu_time: bool = False,
+        project: Project | None = None,
     ) -> BatchDetail:
-        """query_batch: a batch's summary and its jobs (with failure details)."""
-        return await self.rpc.query_batch(self._p(project), batch_name, get_job_details)
+        """query_batch: a batch's summary and its jobs (with their status and failure
+        details unless ``get_job_details`` is false; the batch's CPU time if asked)."""
+        return await self.rpc.query_batch(
+            self._p(project), batch_name, get_job_details, get_cpu_time
+        )
 
     async def query_batch2(
         self,
@@ -310,6 +321,10 @@ class BoincClient:
         """abort_jobs."""
         await self.rpc.abort_jobs(self._p(project), list(job_names))
 
+    async def abort_batch(self, batch_name: str, *, project: Project | None = None) -> None:
+        """abort_batch: cancel every unfinished job of a batch (the batch is aborted)."""
+        await self.rpc.abort_batch(self._p(project), batch_name)
+
     async def retire_batch(self, batch_name: str, *, project: Project | None = None) -> None:
         """retire_batch: the server may delete the batch's files."""
         await self.rpc.retire_batch(self._p(project), batch_name)
@@ -326,6 +341,16 @@ class BoincClient:
         """get_output.php: output ``file_num`` of a job into ``dest`` (written in one
         rename, never half); the byte count."""
         return await self.rpc.download_output(self._p(project), job_name, file_num, Path(dest))
+
+    async def get_batch_outputs(
+        self, batch_name: str, dest: str | Path, *, project: Project | None = None
+    ) -> int:
+        """get_output.php's batch download: a zip of the outputs of every job of the batch
+        that succeeded (members named by the files' physical names) into ``dest``; the
+        byte count."""
+        p = self._p(project)
+        info = (await self.rpc.query_batch(p, batch_name, get_job_details=False)).batch
+        return await self.rpc.download_batch_outputs(p, info.id, Path(dest))
 
     # ---- operations -------------------------------------------------------------------------
 
@@ -581,6 +606,12 @@ class SyncBoincClient:
 
     def abort_jobs(self, job_names: Sequence[str], **kw: Any) -> None:
         return self.run(self.client.abort_jobs(job_names, **kw))
+
+    def abort_batch(self, batch_name: str, **kw: Any) -> None:
+        return self.run(self.client.abort_batch(batch_name, **kw))
+
+    def get_batch_outputs(self, batch_name: str, dest: str | Path, **kw: Any) -> int:
+        return self.run(self.client.get_batch_outputs(batch_name, dest, **kw))
 
     def retire_batch(self, batch_name: str, **kw: Any) -> None:
         return self.run(self.client.retire_batch(batch_name, **kw))

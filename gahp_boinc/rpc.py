@@ -9,6 +9,7 @@ Retry-After) within a deadline; the others are sent once.
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import logging
 import os
 import random
@@ -445,9 +446,15 @@ class BoincRpc:
         )
         return _int(parse_reply(body, "create_batch").get("batch_id"), "create_batch batch_id")
 
-    async def query_batches(self, project: Project) -> list[dict[str, Any]]:
+    async def query_batches(
+        self, project: Project, get_cpu_time: bool = False
+    ) -> list[dict[str, Any]]:
+        inner = _el("get_cpu_time", 1) if get_cpu_time else ""
         body = await self._post(
-            project, "submit_rpc_handler.php", "query_batches", _request("query_batches", project)
+            project,
+            "submit_rpc_handler.php",
+            "query_batches",
+            _request("query_batches", project, inner),
         )
         return [b for b in as_list(parse_reply(body, "query_batches").get("batch")) if b]
 
@@ -555,12 +562,18 @@ class BoincRpc:
         return list((await self.query_batch(project, batch_name)).jobs)
 
     async def query_batch(
-        self, project: Project, batch_name: str, get_job_details: bool = True
+        self,
+        project: Project,
+        batch_name: str,
+        get_job_details: bool = True,
+        get_cpu_time: bool = False,
     ) -> BatchDetail:
         """query_batch: the batch's summary and its jobs (with their status and failure
-        details when ``get_job_details``)."""
-        inner = _el("batch_name", batch_name) + (
-            _el("get_job_details", 1) if get_job_details else ""
+        details when ``get_job_details``; the batch's CPU time when ``get_cpu_time``)."""
+        inner = (
+            _el("batch_name", batch_name)
+            + (_el("get_cpu_time", 1) if get_cpu_time else "")
+            + (_el("get_job_details", 1) if get_job_details else "")
         )
         body = await self._post(
             project,
@@ -620,6 +633,16 @@ class BoincRpc:
         )
         parse_reply(body, "abort_jobs")
 
+    async def abort_batch(self, project: Project, batch_name: str) -> None:
+        """abort_batch: cancel every unfinished job of the batch."""
+        body = await self._post(
+            project,
+            "submit_rpc_handler.php",
+            "abort_batch",
+            _request("abort_batch", project, _el("batch_name", batch_name)),
+        )
+        parse_reply(body, "abort_batch")
+
     async def retire_batch(self, project: Project, batch_name: str) -> None:
         body = await self._post(
             project,
@@ -652,9 +675,24 @@ class BoincRpc:
             f"{quote(project.authenticator, safe='')}&wu_name={quote(job_name, safe='')}"
             f"&file_num={file_num}"
         )
+        shown = f"{project.url}get_output.php (job {job_name}, file {file_num})"
+        return await self._download(url, shown, f"{job_name} file {file_num}", dest)
+
+    async def download_batch_outputs(self, project: Project, batch_id: int, dest: Path) -> int:
+        """Download a zip of the canonical outputs of every finished job of a batch
+        (get_output.php's batch_files, signed with the MD5 of authenticator and batch id,
+        so the authenticator is not in the URL) into ``dest``; the byte count."""
+        sign = hashlib.md5(
+            f"{project.authenticator}{batch_id}".encode(), usedforsecurity=False
+        ).hexdigest()
+        url = f"{project.url}get_output.php?cmd=batch_files&batch_id={batch_id}&auth_str={sign}"
+        shown = f"{project.url}get_output.php (outputs of batch {batch_id})"
+        return await self._download(url, shown, f"batch {batch_id}", dest)
+
+    async def _download(self, url: str, shown: str, what: str, dest: Path) -> int:
+        """GET a get_output.php download into ``dest`` (through a temporary name)."""
         self.calls["get_output"] = self.calls.get("get_output", 0) + 1
         tmp = dest.with_name(f".{dest.name}.part-{os.getpid()}-{random.getrandbits(32):08x}")
-        shown = f"{project.url}get_output.php (job {job_name}, file {file_num})"
         try:
             async with self._slots, self.client.stream("GET", url) as resp:
                 if resp.status_code != 200:
@@ -667,7 +705,7 @@ class BoincRpc:
                     text = decode_text((await resp.aread())[:300]).strip()
                     if text.startswith("ERROR:"):
                         text = text[6:].strip()
-                    raise RpcError(f"get_output failed for {job_name} file {file_num}: {text}")
+                    raise RpcError(f"get_output failed for {what}: {text}")
                 size = 0
                 fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
                 with os.fdopen(fd, "wb") as fh:
@@ -676,10 +714,7 @@ class BoincRpc:
                         size += len(chunk)
                 expected = resp.headers.get("content-length")
                 if expected is not None and expected.isdigit() and int(expected) != size:
-                    raise RpcError(
-                        f"get_output: {job_name} file {file_num} truncated "
-                        f"({size} of {expected} bytes)"
-                    )
+                    raise RpcError(f"get_output: {what} truncated ({size} of {expected} bytes)")
             os.replace(tmp, dest)
             return size
         except httpx.TimeoutException:

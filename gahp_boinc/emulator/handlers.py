@@ -128,6 +128,7 @@ class Project:
             "query_batch2": self.query_batch2,
             "query_completed_job": self.query_completed_job,
             "abort_jobs": self.abort_jobs,
+            "abort_batch": self.abort_batch,
             "retire_batch": self.retire_batch,
             "set_expire_time": self.set_expire_time,
         }
@@ -380,6 +381,12 @@ class Project:
             self.store.abort([wu["id"]])
             done.append(wu["name"])
         return replies.abort_jobs(done)
+
+    def abort_batch(self, r: ET.Element) -> Reply:
+        user = self._user(r)
+        batch = self._batch(r, user)
+        self.store.abort_batch(batch["id"])
+        return replies.abort_batch()
 
     def retire_batch(self, r: ET.Element) -> Reply:
         user = self._user(r)

@@ -153,6 +153,10 @@ def abort_jobs(names: Iterable[str], failed: RpcError | None = None) -> Reply:
     return xml(f"<abort_jobs>\n{aborted}<success>1</success>" + _close("abort_jobs"))
 
 
+def abort_batch() -> Reply:
+    return xml("<abort_batch>\n<success>1</success>" + _close("abort_batch"))
+
+
 def retire_batch() -> Reply:
     return xml("<retire_batch>\n<success>1</success>" + _close("retire_batch"))
 

@@ -257,6 +257,19 @@ class Store:
                 self._cancel(wu)
             db.execute("UPDATE batch SET state=? WHERE id=?", (BATCH_RETIRED, batch_id))
 
+    def abort_batch(self, batch_id: int) -> None:
+        """abort_batch(): cancel every job of the batch; the batch is aborted."""
+        with self.tx() as db:
+            ids = [
+                r[0] for r in db.execute("SELECT id FROM workunit WHERE batch_id=?", (batch_id,))
+            ]
+            for wu in ids:
+                self._cancel(wu)
+            db.execute(
+                "UPDATE batch SET state=?, completion_time=? WHERE id=?",
+                (BATCH_ABORTED, int(self.clock()), batch_id),
+            )
+
     def expire_batches(self) -> int:
         """Cancel the unfinished jobs of batches whose expire_time has passed."""
         now = self.clock()

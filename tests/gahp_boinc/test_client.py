@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+import zipfile
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -198,6 +199,34 @@ def test_abort(paused, tmp_path):
     paused.abort("ab-0")
     assert paused.query_batch2(["ab"]).jobs() == {"ab-0": "ERROR", "ab-1": "UNSENT"}
     assert "cancelled" in paused.query_batch("ab").jobs[0].error
+
+
+def test_abort_batch(paused, tmp_path):
+    (src,) = _inputs(tmp_path, "never runs\n")
+    paused.submit("whole", "uppercase", [Job("whole-0", (), [src]), Job("whole-1", (), [src])])
+    paused.submit("other", "uppercase", [Job("other-0", (), [src])])
+    paused.abort_batch("whole")
+    assert paused.query_batch2(["whole", "other"]).batches == [
+        [("whole-0", "ERROR"), ("whole-1", "ERROR")],
+        [("other-0", "UNSENT")],
+    ]
+    assert paused.query_batch("whole").batch.state_name == "aborted"
+
+
+def test_outputs_of_a_whole_batch_and_cpu_times(client, tmp_path):
+    a, b = _inputs(tmp_path, "first\n", "second\n")
+    batch = _name("zip")
+    client.submit(batch, "uppercase", [Job(f"{batch}-0", (), [a]), Job(f"{batch}-1", (), [b])])
+    client.wait(batch, interval=0.1, timeout=60)
+    size = client.get_batch_outputs(batch, tmp_path / "all.zip")
+    with zipfile.ZipFile(tmp_path / "all.zip") as z:
+        assert size == (tmp_path / "all.zip").stat().st_size
+        assert sorted(z.read(n) for n in z.namelist()) == [b"FIRST\n", b"SECOND\n"]
+    assert client.query_batch(batch).batch.total_cpu_time is None
+    cpu = client.query_batch(batch, get_cpu_time=True).batch.total_cpu_time
+    assert cpu is not None and cpu > 0
+    (info,) = [i for i in client.query_batches(get_cpu_time=True) if i.name == batch]
+    assert info.total_cpu_time == cpu
 
 
 def test_local_problems_are_found_before_anything_is_sent(emu, client, tmp_path):
