@@ -21,6 +21,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import os
+import ssl
 import threading
 import time
 from collections.abc import Awaitable, Callable, Coroutine, Iterable, Mapping, Sequence
@@ -129,7 +130,8 @@ class BoincClient:
         url: the default project's URL (``https://host/project/``).
         authenticator: the account's authenticator for it (never logged or shown).
         timeout: seconds allowed to an HTTP request (connecting: at most 15).
-        verify: TLS verification: True, False (not for production) or a CA bundle path.
+        verify: TLS verification: True, False (not for production), a CA bundle path
+            (file or directory) or an ``ssl.SSLContext``.
         retries: retries of an idempotent RPC after a transport error or HTTP 502/503/504
             (Retry-After is honoured); create_batch, upload_files and submit_batch are sent
             once, :meth:`submit` recovers them safely.
@@ -148,7 +150,7 @@ class BoincClient:
         authenticator: str | None = None,
         *,
         timeout: float = 60.0,
-        verify: bool | str = True,
+        verify: bool | str | ssl.SSLContext = True,
         retries: int = 4,
         deadline: float = 240.0,
         backoff: float = 0.5,

@@ -85,7 +85,8 @@ class ShardedTransport(httpx.AsyncBaseTransport):
     connections beyond them all the time).
     """
 
-    def __init__(self, verify: bool | str = True, shards: int = SHARDS) -> None:
+    def __init__(self, verify: bool | str | ssl.SSLContext = True, shards: int = SHARDS) -> None:
+        verify = tls_verify(verify)
         per = max(1, MAX_CONNECTIONS // shards)
         limits = httpx.Limits(max_connections=per, max_keepalive_connections=per)
         self._shards = [
@@ -290,8 +291,15 @@ class BoincRpc:
         self._slots = asyncio.Semaphore(MAX_CONNECTIONS)
 
     @staticmethod
-    def make_client(timeout: float = 60.0, verify: bool | str = True) -> httpx.AsyncClient:
-        """The shared HTTP client: pooled connections, timeouts, no redirects for POSTs."""
+    def make_client(
+        timeout: float = 60.0, verify: bool | str | ssl.SSLContext = True
+    ) -> httpx.AsyncClient:
+        """The shared HTTP client: pooled connections, timeouts, no redirects for POSTs.
+
+        ``verify``: True (the usual CAs), False (no check), a CA bundle file or directory,
+        or an ``ssl.SSLContext``.
+        """
+        verify = tls_verify(verify)
         return httpx.AsyncClient(
             timeout=httpx.Timeout(timeout, connect=min(timeout, 15.0)),
             verify=verify,
@@ -800,6 +808,16 @@ def _upload_chunks(files: Sequence[tuple[str, Path]]):
         size += fsize
     if chunk:
         yield chunk
+
+
+def tls_verify(verify: bool | str | ssl.SSLContext) -> bool | ssl.SSLContext:
+    """httpx's ``verify`` for a CA bundle path: an SSL context trusting the certificates of
+    that file (or directory), as httpx made of a path itself before deprecating it."""
+    if not isinstance(verify, str):
+        return verify
+    if os.path.isdir(verify):
+        return ssl.create_default_context(capath=verify)
+    return ssl.create_default_context(cafile=verify)
 
 
 def _is_certificate_error(exc: BaseException) -> bool:
