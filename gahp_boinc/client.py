@@ -141,7 +141,9 @@ class BoincClient:
         run_in_worker: ``await run_in_worker(fn, *args)`` runs blocking work (MD5 of
             inputs) off the event loop; default the loop's default executor.
 
-    Use it as ``async with BoincClient(...) as client:`` or call :meth:`aclose`.
+    Use it as ``async with BoincClient(...) as client:`` or call :meth:`aclose`. Like an
+    ``httpx.AsyncClient``, a client serves the event loop it is first used on; methods may
+    run concurrently (at most 8 requests at a time share the pooled connections).
     """
 
     def __init__(
@@ -524,6 +526,9 @@ class SyncBoincClient:
 
     def run(self, coro: Coroutine[Any, Any, T], timeout: float | None = None) -> T:
         """Run a coroutine on the client's loop (e.g. one of ``self.client``'s methods)."""
+        if threading.current_thread() is self._thread:
+            coro.close()
+            raise RuntimeError("SyncBoincClient called from its own event loop: await instead")
         fut = asyncio.run_coroutine_threadsafe(coro, self._loop)
         limit = self.call_timeout if timeout is None else timeout
         try:

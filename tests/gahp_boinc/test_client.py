@@ -317,3 +317,14 @@ def test_arguments_are_checked():
     with pytest.raises(ValueError, match="http"):
         BoincClient("ftp://localhost/p/", "x")
     assert BoincClient.sync is not None
+
+
+def test_the_sync_client_refuses_a_call_from_its_own_loop(emu):
+    with SyncBoincClient(emu.url, emu.authenticator) as c:
+
+        async def inside() -> None:
+            c.ping()  # would wait for its own loop forever
+
+        with pytest.raises(RuntimeError, match="own event loop"):
+            c.run(inside(), timeout=5)
+        c.ping()  # still usable
