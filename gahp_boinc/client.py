@@ -41,6 +41,7 @@ from gahp_boinc.rpc import (
     CompletedJob,
     JobDetail,
     JobInput,
+    JobInstance,
     JobParams,
     Project,
     Templates,
@@ -58,6 +59,7 @@ __all__ = [
     "Job",
     "JobDetail",
     "JobInput",
+    "JobInstance",
     "JobParams",
     "OutputError",
     "Project",
@@ -324,6 +326,13 @@ class BoincClient:
     async def abort_jobs(self, job_names: Sequence[str], *, project: Project | None = None) -> None:
         """abort_jobs."""
         await self.rpc.abort_jobs(self._p(project), list(job_names))
+
+    async def query_job(
+        self, job_id: int, *, project: Project | None = None
+    ) -> tuple[JobInstance, ...]:
+        """query_job: the instances of a job (by its id, :attr:`JobDetail.id` of
+        :meth:`query_batch`): name, id, state in words, output sizes."""
+        return await self.rpc.query_job(self._p(project), job_id)
 
     async def abort_batch(self, batch_name: str, *, project: Project | None = None) -> None:
         """abort_batch: cancel every unfinished job of a batch (the batch is aborted)."""
@@ -613,6 +622,9 @@ class SyncBoincClient:
 
     def abort_jobs(self, job_names: Sequence[str], **kw: Any) -> None:
         return self.run(self.client.abort_jobs(job_names, **kw))
+
+    def query_job(self, job_id: int, **kw: Any) -> tuple[JobInstance, ...]:
+        return self.run(self.client.query_job(job_id, **kw))
 
     def abort_batch(self, batch_name: str, **kw: Any) -> None:
         return self.run(self.client.abort_batch(batch_name, **kw))

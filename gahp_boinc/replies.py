@@ -85,7 +85,7 @@ def parse_reply(body: bytes, command: str) -> dict[str, Any]:
     return doc[command] or {}
 
 
-_LISTS = ("job", "file", "file_info", "file_ref", "batch", "phys_name")
+_LISTS = ("job", "file", "file_info", "file_ref", "batch", "phys_name", "instance", "outfile")
 
 
 _JOB_NAME = re.compile(rb"<job_name>(.*?)</job_name>", re.S)
@@ -149,12 +149,14 @@ def parse_query_batch_jobs(body: bytes) -> list[dict[str, str]]:
     return query_batch_jobs(parse_reply(body, "query_batch"))
 
 
-def query_batch_jobs(reply: dict[str, Any]) -> list[dict[str, str]]:
-    """The jobs of a parsed query_batch reply, as :func:`parse_query_batch_jobs` gives them."""
+def query_batch_jobs(reply: dict[str, Any], with_id: bool = False) -> list[dict[str, str]]:
+    """The jobs of a parsed query_batch reply, as :func:`parse_query_batch_jobs` gives them
+    (and with ``with_id`` their ``id`` too)."""
+    fields = ("id", *_JOB_FIELDS) if with_id else _JOB_FIELDS
     jobs = []
     for job in as_list(reply.get("job")):
         job = job if isinstance(job, dict) else {}
-        jobs.append({k: _text(job.get(k)) for k in _JOB_FIELDS})
+        jobs.append({k: _text(job.get(k)) for k in fields})
     return jobs
 
 

@@ -177,6 +177,17 @@ class JobDetail:
     error: str = ""  # the workunit's error mask in words, e.g. too_many_total_results
     canonical_instance_id: int = 0
     cpu_time: float | None = None
+    id: int = 0  # the workunit's database id (for query_job)
+
+
+@attrs.frozen
+class JobInstance:
+    """query_job: one instance (result) of a job."""
+
+    name: str
+    id: int
+    state: str  # BOINC's words, e.g. "In progress", "Completed and validated"
+    outfile_sizes: tuple[int, ...] = ()  # of its output files, once it is over
 
 
 BATCH_STATES = {0: "init", 1: "in_progress", 2: "complete", 3: "aborted", 4: "retired"}
@@ -598,8 +609,9 @@ class BoincRpc:
                 error=j["error"],
                 canonical_instance_id=_int(j["canonical_instance_id"] or 0, "canonical id"),
                 cpu_time=_float(j["cpu_time"], "cpu_time") if j["cpu_time"] else None,
+                id=_int(j["id"] or 0, "job id"),
             )
-            for j in query_batch_jobs(reply)
+            for j in query_batch_jobs(reply, with_id=True)
         )
         return BatchDetail(batch=BatchInfo.from_reply(reply), jobs=jobs)
 
@@ -640,6 +652,32 @@ class BoincRpc:
             project, "submit_rpc_handler.php", "abort_jobs", _request("abort_jobs", project, inner)
         )
         parse_reply(body, "abort_jobs")
+
+    async def query_job(self, project: Project, job_id: int) -> tuple[JobInstance, ...]:
+        """query_job: the instances of a job, by the job's id (:attr:`JobDetail.id`)."""
+        body = await self._post(
+            project,
+            "submit_rpc_handler.php",
+            "query_job",
+            _request("query_job", project, _el("job_id", job_id)),
+        )
+        reply = parse_reply(body, "query_job")
+        instances = []
+        for inst in as_list(reply.get("instance")):
+            inst = inst if isinstance(inst, dict) else {}
+            sizes = tuple(
+                _int(f.get("size") if isinstance(f, dict) else None, "output size")
+                for f in as_list(inst.get("outfile"))
+            )
+            instances.append(
+                JobInstance(
+                    name=str(inst.get("name") or "").strip(),
+                    id=_int(inst.get("id") or 0, "instance id"),
+                    state=str(inst.get("state") or "").strip(),
+                    outfile_sizes=sizes,
+                )
+            )
+        return tuple(instances)
 
     async def abort_batch(self, project: Project, batch_name: str) -> None:
         """abort_batch: cancel every unfinished job of the batch."""

@@ -24,7 +24,18 @@ from . import replies
 from .apps import APPS
 from .forms import FilePart
 from .replies import PhpCrash, Reply, RpcError
-from .store import BATCH_INIT, NewJob, Store
+from .store import (
+    BATCH_INIT,
+    CLIENT_ERROR,
+    DIDNT_NEED,
+    EXIT_ABORTED_BY_PROJECT,
+    IN_PROGRESS,
+    OVER,
+    SUCCESS,
+    UNSENT,
+    NewJob,
+    Store,
+)
 
 _VALID_NAME = re.compile(r"^[A-Za-z0-9_\-. ]+$")
 _INT = re.compile(r"^\s*([+-]?\d+)")
@@ -43,6 +54,23 @@ class ProjectConfig:
     #: "crash": query_completed_job on a job without canonical result fails with HTTP 500 and
     #: a truncated body, as BOINC 8.3 on PHP 8 does; "full": answer with the failed instance
     completed_job_mode: str = "crash"
+
+
+def _state_string(res: sqlite3.Row, wu: sqlite3.Row) -> str:
+    """state_string() of html/inc/result.inc for the states the emulator produces."""
+    if res["server_state"] == UNSENT:
+        return "Unsent"
+    if res["server_state"] == IN_PROGRESS:
+        return "In progress"
+    if res["outcome"] == SUCCESS:
+        return "Completed and validated" if wu["canonical_resultid"] else "Completed"
+    if res["outcome"] == CLIENT_ERROR:
+        if res["exit_status"] in (-221, EXIT_ABORTED_BY_PROJECT):
+            return "Cancelled by server"
+        return "Error while computing"
+    if res["outcome"] == DIDNT_NEED:
+        return "Didn't need"
+    return "Unknown"
 
 
 def php_int(s: str | None) -> int:
@@ -129,6 +157,7 @@ class Project:
             "query_completed_job": self.query_completed_job,
             "abort_jobs": self.abort_jobs,
             "abort_batch": self.abort_batch,
+            "query_job": self.query_job,
             "retire_batch": self.retire_batch,
             "set_expire_time": self.set_expire_time,
         }
@@ -381,6 +410,27 @@ class Project:
             self.store.abort([wu["id"]])
             done.append(wu["name"])
         return replies.abort_jobs(done)
+
+    def query_job(self, r: ET.Element) -> Reply:
+        """query_job: the instances of a job (by its workunit id)."""
+        user = self._user(r)
+        job_id = php_int(_text(r, "job_id"))
+        wu = self.store.one("SELECT * FROM workunit WHERE id=?", job_id)
+        if wu is None:
+            raise RpcError("no such job")
+        batch = self.store.batch(wu["batch_id"])
+        if batch is None or batch["user_id"] != user["id"]:
+            raise RpcError("not owner")
+        instances = []
+        for res in self.store.all("SELECT * FROM result WHERE workunit_id=? ORDER BY id", job_id):
+            sizes = []
+            if res["server_state"] == OVER:
+                for _phys, _logical, rel in self._outputs(res):
+                    path = self.store.upload_dir / rel
+                    if path.is_file():
+                        sizes.append(path.stat().st_size)
+            instances.append((res["name"], res["id"], _state_string(res, wu), sizes))
+        return replies.query_job(instances)
 
     def abort_batch(self, r: ET.Element) -> Reply:
         user = self._user(r)

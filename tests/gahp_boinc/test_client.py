@@ -136,6 +136,21 @@ def test_fetching_some_outputs_under_other_names(client, tmp_path):
     assert sorted(p.name for p in out.iterdir()) == ["out1", "out2", "second.txt"]
 
 
+def test_instances_of_a_job(client, tmp_path):
+    (src,) = _inputs(tmp_path, "instance\n")
+    batch = _name("inst")
+    client.submit(batch, "uppercase", [Job(f"{batch}-0", ["--repeat", "3"], [src])])
+    client.wait(batch, interval=0.1, timeout=60)
+    (job,) = client.query_batch(batch).jobs
+    assert job.id > 0
+    (inst,) = client.query_job(job.id)
+    assert inst.id == job.canonical_instance_id and inst.name.startswith(f"{batch}-0_")
+    assert inst.state == "Completed and validated"
+    assert inst.outfile_sizes == (len("INSTANCE\n") * 3,)
+    with pytest.raises(RpcError, match="no such job"):
+        client.query_job(999_999_999)
+
+
 def test_query_batch2_reports_changes_since_a_server_time(client, tmp_path):
     (src,) = _inputs(tmp_path, "x\n")
     batch = _name("since")
