@@ -355,6 +355,20 @@ class BoincClient:
         rename, never half); the byte count."""
         return await self.rpc.download_output(self._p(project), job_name, file_num, Path(dest))
 
+    async def get_instance_output(
+        self,
+        instance_name: str,
+        file_num: int,
+        dest: str | Path,
+        *,
+        project: Project | None = None,
+    ) -> int:
+        """get_output.php's result_file: output ``file_num`` of any instance of a job
+        (a name from :meth:`query_job`) into ``dest``; the byte count."""
+        return await self.rpc.download_instance_output(
+            self._p(project), instance_name, file_num, Path(dest)
+        )
+
     async def get_batch_outputs(
         self, batch_name: str, dest: str | Path, *, project: Project | None = None
     ) -> int:
@@ -628,6 +642,11 @@ class SyncBoincClient:
 
     def abort_batch(self, batch_name: str, **kw: Any) -> None:
         return self.run(self.client.abort_batch(batch_name, **kw))
+
+    def get_instance_output(
+        self, instance_name: str, file_num: int, dest: str | Path, **kw: Any
+    ) -> int:
+        return self.run(self.client.get_instance_output(instance_name, file_num, dest, **kw))
 
     def get_batch_outputs(self, batch_name: str, dest: str | Path, **kw: Any) -> int:
         return self.run(self.client.get_batch_outputs(batch_name, dest, **kw))

@@ -724,6 +724,21 @@ class BoincRpc:
         shown = f"{project.url}get_output.php (job {job_name}, file {file_num})"
         return await self._download(url, shown, f"{job_name} file {file_num}", dest)
 
+    async def download_instance_output(
+        self, project: Project, instance_name: str, file_num: int, dest: Path
+    ) -> int:
+        """Download output ``file_num`` of one instance (get_output.php's result_file, signed
+        with the MD5 of authenticator and instance name) into ``dest``; the byte count."""
+        sign = hashlib.md5(
+            f"{project.authenticator}{instance_name}".encode(), usedforsecurity=False
+        ).hexdigest()
+        url = (
+            f"{project.url}get_output.php?cmd=result_file&result_name="
+            f"{quote(instance_name, safe='')}&file_num={file_num}&auth_str={sign}"
+        )
+        shown = f"{project.url}get_output.php (instance {instance_name}, file {file_num})"
+        return await self._download(url, shown, f"{instance_name} file {file_num}", dest)
+
     async def download_batch_outputs(self, project: Project, batch_id: int, dest: Path) -> int:
         """Download a zip of the canonical outputs of every finished job of a batch
         (get_output.php's batch_files, signed with the MD5 of authenticator and batch id,

@@ -147,6 +147,11 @@ def test_instances_of_a_job(client, tmp_path):
     assert inst.id == job.canonical_instance_id and inst.name.startswith(f"{batch}-0_")
     assert inst.state == "Completed and validated"
     assert inst.outfile_sizes == (len("INSTANCE\n") * 3,)
+    dest = tmp_path / "instance.out"
+    assert client.get_instance_output(inst.name, 0, dest) == inst.outfile_sizes[0]
+    assert dest.read_text() == "INSTANCE\n" * 3
+    with pytest.raises(RpcError, match="no job instance"):
+        client.get_instance_output(inst.name + "x", 0, dest)
     with pytest.raises(RpcError, match="no such job"):
         client.query_job(999_999_999)
 
