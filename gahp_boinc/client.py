@@ -39,6 +39,7 @@ from gahp_boinc.rpc import (
     BatchInfo,
     BoincRpc,
     CompletedJob,
+    JobCounts,
     JobDetail,
     JobInput,
     JobInstance,
@@ -46,7 +47,7 @@ from gahp_boinc.rpc import (
     Project,
     Templates,
 )
-from gahp_boinc.staging import Md5Cache, StagingError
+from gahp_boinc.staging import Md5Cache, StagingError, command_line
 from gahp_boinc.submit import JobSpec, SubmitReport, SubmitRequest, SubmitState, submit
 
 __all__ = [
@@ -57,6 +58,7 @@ __all__ = [
     "BoincError",
     "CompletedJob",
     "Job",
+    "JobCounts",
     "JobDetail",
     "JobInput",
     "JobInstance",
@@ -326,6 +328,27 @@ class BoincClient:
     async def abort_jobs(self, job_names: Sequence[str], *, project: Project | None = None) -> None:
         """abort_jobs."""
         await self.rpc.abort_jobs(self._p(project), list(job_names))
+
+    async def estimate_batch(
+        self,
+        app_name: str,
+        jobs: Sequence[Job | JobInput],
+        params: JobParams | None = None,
+        *,
+        project: Project | None = None,
+    ) -> float:
+        """estimate_batch: BOINC's estimate of the seconds a batch of these jobs would take
+        on the project (nothing is submitted)."""
+        inputs = [
+            JobInput(j.name, command_line(j.args), ()) if isinstance(j, Job) else j for j in jobs
+        ]
+        return await self.rpc.estimate_batch(
+            self._p(project), app_name, inputs, params or JobParams()
+        )
+
+    async def get_job_counts(self, *, project: Project | None = None) -> JobCounts:
+        """server_status.php's job counts: instances waiting and running on the project."""
+        return await self.rpc.get_job_counts(self._p(project))
 
     async def query_job(
         self, job_id: int, *, project: Project | None = None
@@ -636,6 +659,18 @@ class SyncBoincClient:
 
     def abort_jobs(self, job_names: Sequence[str], **kw: Any) -> None:
         return self.run(self.client.abort_jobs(job_names, **kw))
+
+    def estimate_batch(
+        self,
+        app_name: str,
+        jobs: Sequence[Job | JobInput],
+        params: JobParams | None = None,
+        **kw: Any,
+    ) -> float:
+        return self.run(self.client.estimate_batch(app_name, jobs, params, **kw))
+
+    def get_job_counts(self, **kw: Any) -> JobCounts:
+        return self.run(self.client.get_job_counts(**kw))
 
     def query_job(self, job_id: int, **kw: Any) -> tuple[JobInstance, ...]:
         return self.run(self.client.query_job(job_id, **kw))

@@ -252,6 +252,18 @@ class BatchDetail:
 
 
 @attrs.frozen
+class JobCounts:
+    """server_status.php's job counts: the project's queue and its daemons' backlogs."""
+
+    results_ready_to_send: int = 0
+    results_in_progress: int = 0
+    results_need_file_delete: int = 0
+    wus_need_validate: int = 0
+    wus_need_assimilate: int = 0
+    wus_need_file_delete: int = 0
+
+
+@attrs.frozen
 class JobInput:
     """A BOINC job for submit_batch: name, command line, physical names of its inputs."""
 
@@ -329,8 +341,10 @@ class BoincRpc:
         xml: str,
         files: Sequence[tuple[str, Path]] = (),
         idempotent: bool = True,
+        method: str = "POST",
     ) -> bytes:
-        """POST a request, return the body of a 200 reply; retry what is safe to retry."""
+        """POST a request (or GET ``page``), return the body of a 200 reply; retry what is
+        safe to retry."""
         url = project.endpoint(page)
         self.calls[command] = self.calls.get(command, 0) + 1
         start = time.monotonic()
@@ -351,7 +365,10 @@ class BoincRpc:
                     kwargs = {"content": content, "headers": {"Content-Type": ctype}}
                 async with self._slots:
                     sent = time.monotonic()
-                    resp = await self.client.post(url, **kwargs)
+                    if method == "GET":
+                        resp = await self.client.get(url)
+                    else:
+                        resp = await self.client.post(url, **kwargs)
                 log.debug(
                     "%s: HTTP %d, %d bytes in %.3f s",
                     command,
@@ -652,6 +669,46 @@ class BoincRpc:
             project, "submit_rpc_handler.php", "abort_jobs", _request("abort_jobs", project, inner)
         )
         parse_reply(body, "abort_jobs")
+
+    async def estimate_batch(
+        self,
+        project: Project,
+        app_name: str,
+        jobs: Sequence[JobInput],
+        params: JobParams = JobParams(),
+    ) -> float:
+        """estimate_batch: BOINC's estimate of the seconds a batch would take (its FLOPs,
+        ``params.rsc_fpops_est`` per job or the template's, over the project's FLOPS)."""
+        fpops = (
+            _el("rsc_fpops_est", f"{params.rsc_fpops_est:f}")
+            if params.rsc_fpops_est is not None
+            else ""
+        )
+        parts = ["<batch>\n", _el("app_name", app_name)]
+        for job in jobs:
+            parts.append(
+                "<job>\n" + _el("name", job.name) + fpops + _el("command_line", job.command_line)
+            )
+            parts.append("</job>\n")
+        parts.append("</batch>\n")
+        body = await self._post(
+            project,
+            "submit_rpc_handler.php",
+            "estimate_batch",
+            _request("estimate_batch", project, "".join(parts)),
+        )
+        return _float(parse_reply(body, "estimate_batch").get("seconds"), "estimate seconds")
+
+    async def get_job_counts(self, project: Project) -> JobCounts:
+        """server_status.php?counts=1 (no authenticator needed)."""
+        body = await self._post(
+            project, "server_status.php?counts=1", "job_counts", "", method="GET"
+        )
+        reply = parse_reply(body, "job_counts")
+        fields = attrs.fields_dict(JobCounts)
+        return JobCounts(
+            **{k: _int(v, k) for k, v in reply.items() if k in fields and v is not None}
+        )
 
     async def query_job(self, project: Project, job_id: int) -> tuple[JobInstance, ...]:
         """query_job: the instances of a job, by the job's id (:attr:`JobDetail.id`)."""

@@ -56,6 +56,12 @@ class ProjectConfig:
     completed_job_mode: str = "crash"
 
 
+TEMPLATE_FPOPS_EST = 1e10
+"""rsc_fpops_est of the emulator's input templates."""
+PROJECT_FLOPS = 1e9
+"""project_flops() of a project whose users have no recent credit."""
+
+
 def _state_string(res: sqlite3.Row, wu: sqlite3.Row) -> str:
     """state_string() of html/inc/result.inc for the states the emulator produces."""
     if res["server_state"] == UNSENT:
@@ -158,6 +164,7 @@ class Project:
             "abort_jobs": self.abort_jobs,
             "abort_batch": self.abort_batch,
             "query_job": self.query_job,
+            "estimate_batch": self.estimate_batch,
             "retire_batch": self.retire_batch,
             "set_expire_time": self.set_expire_time,
         }
@@ -410,6 +417,25 @@ class Project:
             self.store.abort([wu["id"]])
             done.append(wu["name"])
         return replies.abort_jobs(done)
+
+    def estimate_batch(self, r: ET.Element) -> Reply:
+        """estimate_batch: the batch's FLOPs (a job's rsc_fpops_est, else its template's)
+        over the project's FLOPS, which BOINC derives from its users' recent credit: with
+        none (as here) 1e9."""
+        b = r.find("batch")
+        b = b if b is not None else ET.Element("batch")
+        self._app(_text(b, "app_name"))
+        self._user(r, "no submit access")
+        flops = 0.0
+        for job in b.findall("job"):
+            flops += php_double(_text(job, "rsc_fpops_est")) or TEMPLATE_FPOPS_EST
+        return replies.estimate_batch(flops / PROJECT_FLOPS)
+
+    def server_status(self, q: dict[str, str]) -> Reply | None:
+        """server_status.php?counts=1: the job counts (None: the status page, not emulated)."""
+        if not php_int(q.get("counts")):
+            return None
+        return replies.job_counts(self.store.job_counts())
 
     def query_job(self, r: ET.Element) -> Reply:
         """query_job: the instances of a job (by its workunit id)."""

@@ -170,6 +170,17 @@ def query_job(instances: Iterable[tuple[str, int, str, Sequence[int]]]) -> Reply
     return xml("".join(parts))
 
 
+def estimate_batch(seconds: float) -> Reply:
+    body = f"<estimate_batch>\n<seconds>{php_float(seconds)}</seconds>"
+    return xml(body + _close("estimate_batch"))
+
+
+def job_counts(counts: Iterable[tuple[str, int]]) -> Reply:
+    """server_status.php?counts=1."""
+    items = "".join(f"<{name}>{value}</{name}>\n" for name, value in counts)
+    return xml(f"<job_counts>\n{items}</job_counts>\n")
+
+
 def abort_batch() -> Reply:
     return xml("<abort_batch>\n<success>1</success>" + _close("abort_batch"))
 

@@ -390,6 +390,21 @@ class Store:
             for b in batches:
                 self._maybe_complete(b)
 
+    def job_counts(self) -> list[tuple[str, int]]:
+        """server_status.php's counts (the daemons' backlogs are always empty here)."""
+        def count(state: int) -> int:
+            row = self.one("SELECT COUNT(*) FROM result WHERE server_state=?", state)
+            return int(row[0]) if row else 0
+
+        return [
+            ("results_ready_to_send", count(UNSENT)),
+            ("results_in_progress", count(IN_PROGRESS)),
+            ("results_need_file_delete", 0),
+            ("wus_need_validate", 0),
+            ("wus_need_assimilate", 0),
+            ("wus_need_file_delete", 0),
+        ]
+
     def count_active(self) -> int:
         row = self.one(
             "SELECT COUNT(*) FROM workunit WHERE status IN ('UNSENT','IN_PROGRESS')")

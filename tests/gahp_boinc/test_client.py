@@ -249,6 +249,19 @@ def test_outputs_of_a_whole_batch_and_cpu_times(client, tmp_path):
     assert info.total_cpu_time == cpu
 
 
+def test_estimate_and_job_counts(paused, tmp_path):
+    jobs = [Job(f"e-{i}", ["--repeat", "1"]) for i in range(3)]
+    assert paused.estimate_batch("uppercase", jobs) == 3 * 1e10 / 1e9  # the template's FLOPs
+    assert paused.estimate_batch("uppercase", jobs, JobParams(rsc_fpops_est=2e9)) == 6.0
+    with pytest.raises(RpcError, match="app not found"):
+        paused.estimate_batch("no-such-app", jobs)
+    assert paused.get_job_counts().results_ready_to_send == 0
+    (src,) = _inputs(tmp_path, "waiting\n")
+    paused.submit("c", "uppercase", [Job("c-0", (), [src]), Job("c-1", (), [src])])
+    counts = paused.get_job_counts()
+    assert (counts.results_ready_to_send, counts.results_in_progress) == (2, 0)
+
+
 def test_local_problems_are_found_before_anything_is_sent(emu, client, tmp_path):
     emu.reset_stats()
     with pytest.raises(StagingError, match="missing"):
