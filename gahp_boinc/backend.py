@@ -12,13 +12,14 @@ import logging
 from collections.abc import Sequence
 
 from gahp_boinc import __version__
+from gahp_boinc.client import BoincClient
 from gahp_boinc.config import BoincConfig, load_config
 from gahp_boinc.errors import BoincError
-from gahp_boinc.outputs import FetchRequest, OutputError, fetch_output
+from gahp_boinc.outputs import FetchRequest, OutputError
 from gahp_boinc.replies import RpcError
-from gahp_boinc.rpc import BoincRpc, JobParams, Project
-from gahp_boinc.staging import Md5Cache, StagingError
-from gahp_boinc.submit import JobSpec, SubmitRequest, SubmitState, submit
+from gahp_boinc.rpc import JobParams, Project
+from gahp_boinc.staging import StagingError
+from gahp_boinc.submit import JobSpec, SubmitRequest
 from gahp_core import BackendContext, BadRequest, Command, Version, hookimpl
 from gahp_core.commands import out_of_service
 from gahp_core.config import ConfigError
@@ -89,7 +90,8 @@ def _number_or_null(text: str, what: str) -> float | None:
 
 
 class BoincBackend:
-    """State shared by the commands: the selected project, the RPC client, the MD5 cache."""
+    """State shared by the commands: the selected project and the :class:`BoincClient` (its
+    connection pool, MD5 cache and submission state serve every project)."""
 
     def __init__(self, config: BoincConfig, context: BackendContext) -> None:
         self.config = config
@@ -97,12 +99,14 @@ class BoincBackend:
         self.project: Project | None = config.default_project()
         if self.project is not None:
             context.redact(self.project.authenticator)
-        self.rpc = BoincRpc(
-            BoincRpc.make_client(config.timeout, config.verify), max_tries=1 + config.retries
+        self.client = BoincClient(
+            timeout=config.timeout,
+            verify=config.verify,
+            retries=config.retries,
+            lease_seconds=config.lease_seconds,
+            run_in_worker=context.run_in_worker,
         )
-        self.md5 = Md5Cache()
-        self.submit_state = SubmitState()
-        context.on_shutdown(self.rpc.client.aclose)
+        context.on_shutdown(self.client.aclose)
 
     # ---- parsers: run when the request arrives ----------------------------------------------
 
@@ -210,30 +214,23 @@ class BoincBackend:
 
     async def ping(self, parsed) -> tuple[str, ...]:
         project, _ = parsed
-        await self.rpc.ping(_need(project))
+        await self.client.ping(project=_need(project))
         return (NULL,)
 
     async def submit(self, parsed) -> tuple[str, ...]:
         project, req = parsed
         _need(project)
-        await submit(
-            self.rpc,
-            req,
-            self.md5,
-            self.context.run_in_worker,
-            self.config.lease_seconds,
-            self.submit_state,
-        )
+        await self.client.submit_request(req)
         return (NULL,)
 
     async def query_batches(self, parsed) -> tuple[str, ...]:
         project, args = parsed
         min_mod_time, names = args[0], list(args[2:])
-        server_time, batches = await self.rpc.query_batch2(
-            _need(project), names, _with_slack(min_mod_time)
+        states = await self.client.query_batch2(
+            names, _with_slack(min_mod_time), project=_need(project)
         )
-        fields = [NULL, server_time]
-        for jobs in batches:
+        fields = [NULL, states.server_time]
+        for jobs in states.batches:
             fields.append(str(len(jobs)))
             for name, status in jobs:
                 fields += (name, status)
@@ -242,24 +239,22 @@ class BoincBackend:
     async def fetch_output(self, parsed) -> tuple[str, ...]:
         project, req = parsed
         _need(project)
-        state = self.submit_state
-        done = await fetch_output(self.rpc, req, state.known_outputs(project.url, req.job))
-        state.forget_outputs(project.url, req.job)
+        done = await self.client.fetch_request(req)
         return (NULL, str(done.exit_status), f"{done.elapsed_time:f}", f"{done.cpu_time:f}")
 
     async def abort_jobs(self, parsed) -> tuple[str, ...]:
         project, jobs = parsed
-        await self.rpc.abort_jobs(_need(project), jobs)
+        await self.client.abort_jobs(jobs, project=_need(project))
         return (NULL,)
 
     async def retire_batch(self, parsed) -> tuple[str, ...]:
         project, (batch,) = parsed
-        await self.rpc.retire_batch(_need(project), batch)
+        await self.client.retire_batch(batch, project=_need(project))
         return (NULL,)
 
     async def set_lease(self, parsed) -> tuple[str, ...]:
         project, (batch, when) = parsed
-        await self.rpc.set_expire_time(_need(project), batch, float(when))
+        await self.client.set_expire_time(batch, float(when), project=_need(project))
         return (NULL,)
 
     def commands(self) -> list[Command]:

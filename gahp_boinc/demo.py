@@ -3,19 +3,26 @@
 Starts the emulator on 127.0.0.1, spawns ``boinc-gahp`` and drives it as HTCondor's
 gridmanager would: select the project, ping, submit a batch whose jobs share some input
 files, set the lease, poll until every job is final, fetch the outputs (renamed) into a
-directory, retire the batch, and print a summary.
+directory, retire the batch, and print a summary. The project's own view of the batch is
+read with :class:`~gahp_boinc.client.BoincClient`.
+
+``--library`` runs the same workflow without the GAHP, through ``BoincClient`` alone (the
+way a Python program submits to BOINC).
 """
 
 from __future__ import annotations
 
 import argparse
+import asyncio
 import shutil
 import sys
 import tempfile
 import time
 from pathlib import Path
 
+from gahp_boinc.client import BoincClient, Job, SyncBoincClient
 from gahp_boinc.emulator import EmulatorServer
+from gahp_boinc.errors import BoincError
 from gahp_core import __version__
 from gahp_core.testing import GahpClient
 
@@ -133,6 +140,7 @@ def _session(
         )
         print(f"  and fetching its output answers: {res[0]}")
         gahp.call("BOINC_RETIRE_BATCH", extra)
+    _show_batch(srv, batch)
     print("retire:", " ".join(gahp.call("BOINC_RETIRE_BATCH", batch)))
     sample = out_dir / "job0.out"
     if sample.exists():
@@ -144,6 +152,67 @@ def _session(
         f"{sum(1 for s in states.values() if s == 'ERROR')} failed: "
         f"{'OK' if ok else 'INCOMPLETE'}"
     )
+    return 0 if ok else 1
+
+
+def _show_batch(srv: EmulatorServer, batch: str) -> None:
+    """The project's own summary of the batch, read with the client library."""
+    with SyncBoincClient(srv.url, srv.authenticator) as client:
+        info = client.query_batch(batch, get_job_details=False).batch
+    print(
+        f"the project's view: batch {info.id}, {info.njobs} jobs, {info.nerror_jobs} failed, "
+        f"{info.fraction_done:.0%} done, {info.state_name}"
+    )
+
+
+def run_library_demo(out_dir: Path, jobs: int, job_delay: float) -> int:
+    """The demo's workflow through :class:`BoincClient` alone; 0 when every job is fetched."""
+    work = Path(tempfile.mkdtemp(prefix="boinc-client-demo-"))
+    try:
+        inputs = _make_inputs(work / "inputs", max(1, jobs // 2))
+        with EmulatorServer(
+            state_dir=work / "project", port=0, job_delay=job_delay, volunteers=2
+        ) as srv:
+            print(f"BOINC project emulator at {srv.url}")
+            return asyncio.run(_library_session(srv, inputs, out_dir, jobs))
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+async def _library_session(
+    srv: EmulatorServer, inputs: list[Path], out_dir: Path, jobs: int
+) -> int:
+    batch = f"demo-uppercase-{int(time.time())}"
+    async with BoincClient(srv.url, srv.authenticator) as client:
+        await client.ping()
+        print("ping: OK")
+        t0 = time.monotonic()
+        job_list = [
+            Job(f"{batch}-{i}", ["--repeat", "1"], [inputs[i % len(inputs)]]) for i in range(jobs)
+        ]
+        report = await client.submit(batch, "uppercase", job_list)
+        print(
+            f"submitted {jobs} jobs with {report.distinct_files} distinct input files "
+            f"in {time.monotonic() - t0:.2f} s ({report.uploaded_files} uploaded)"
+        )
+        await client.lease(batch, 6 * 3600)
+        states = await client.wait(batch, interval=0.5, timeout=120)
+        print(f"finished after {time.monotonic() - t0:.1f} s: {sorted(states.values())}")
+        out_dir.mkdir(parents=True, exist_ok=True)
+        fetched = 0
+        for i, name in enumerate(sorted(states)):
+            try:
+                await client.fetch_output(
+                    name, out_dir, stderr_file=f"job{i}.stderr", files={"out": f"job{i}.out"}
+                )
+                fetched += 1
+            except BoincError as exc:
+                print(f"fetch {name} failed: {exc}")
+        print(f"fetched outputs of {fetched} jobs into {out_dir}")
+        await client.retire(batch)
+        print(f"RPCs sent: {dict(sorted(client.calls.items()))}")
+    ok = fetched == jobs
+    print(f"summary: {jobs} jobs, {fetched} done and fetched: {'OK' if ok else 'INCOMPLETE'}")
     return 0 if ok else 1
 
 
@@ -163,9 +232,16 @@ def main() -> None:
         default=0.5,
         help="seconds a simulated volunteer takes per job (default 0.5)",
     )
+    ap.add_argument(
+        "--library",
+        action="store_true",
+        help="submit through the BoincClient library instead of the GAHP",
+    )
     a = ap.parse_args()
     if a.jobs < 1:
         ap.error("--jobs must be at least 1")
+    if a.library:
+        raise SystemExit(run_library_demo(a.out, a.jobs, a.job_delay))
     raise SystemExit(run_demo(a.out, a.jobs, a.job_delay))
 
 

@@ -85,7 +85,7 @@ def parse_reply(body: bytes, command: str) -> dict[str, Any]:
     return doc[command] or {}
 
 
-_LISTS = ("job", "file", "file_info", "file_ref", "batch", "phys_name")
+_LISTS = ("job", "file", "file_info", "file_ref", "batch", "phys_name", "instance", "outfile")
 
 
 _JOB_NAME = re.compile(rb"<job_name>(.*?)</job_name>", re.S)
@@ -146,11 +146,17 @@ _JOB_FIELDS = ("name", "status", "exit_status", "error", "canonical_instance_id"
 def parse_query_batch_jobs(body: bytes) -> list[dict[str, str]]:
     """query_batch (with get_job_details): per ``<job>``, its text fields in ``_JOB_FIELDS``
     (empty string when absent). A failed job's ``<error>`` is data, not an RPC failure."""
-    reply = parse_reply(body, "query_batch")
+    return query_batch_jobs(parse_reply(body, "query_batch"))
+
+
+def query_batch_jobs(reply: dict[str, Any], with_id: bool = False) -> list[dict[str, str]]:
+    """The jobs of a parsed query_batch reply, as :func:`parse_query_batch_jobs` gives them
+    (and with ``with_id`` their ``id`` too)."""
+    fields = ("id", *_JOB_FIELDS) if with_id else _JOB_FIELDS
     jobs = []
     for job in as_list(reply.get("job")):
         job = job if isinstance(job, dict) else {}
-        jobs.append({k: _text(job.get(k)) for k in _JOB_FIELDS})
+        jobs.append({k: _text(job.get(k)) for k in fields})
     return jobs
 
 

@@ -9,9 +9,11 @@ Retry-After) within a deadline; the others are sent once.
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import logging
 import os
 import random
+import re
 import ssl
 import time
 import xml.etree.ElementTree as ET
@@ -31,9 +33,9 @@ from gahp_boinc.replies import (
     clean_stderr,
     decode_text,
     parse_query_batch2,
-    parse_query_batch_jobs,
     parse_reply,
     partial_fields,
+    query_batch_jobs,
     top_level_error,
 )
 
@@ -54,6 +56,23 @@ SHARDS = 2
 """Connection pools the connections are spread over (see :class:`ShardedTransport`)."""
 
 
+class _HideAuthStr(logging.Filter):
+    """Masks the authenticator in the get_output.php URLs httpx logs (``auth_str=...``)."""
+
+    _pattern = re.compile(r"(auth_str=)[^&\s\"]*")
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        message = record.getMessage()
+        if "auth_str=" in message:
+            record.msg, record.args = self._pattern.sub(r"\1***", message), None
+        return True
+
+
+_httpx_log = logging.getLogger("httpx")
+if not any(isinstance(f, _HideAuthStr) for f in _httpx_log.filters):
+    _httpx_log.addFilter(_HideAuthStr())
+
+
 class ShardedTransport(httpx.AsyncBaseTransport):
     """``MAX_CONNECTIONS`` pooled connections as several small httpx pools, each request
     sent through the pool with the fewest requests in flight.
@@ -66,7 +85,8 @@ class ShardedTransport(httpx.AsyncBaseTransport):
     connections beyond them all the time).
     """
 
-    def __init__(self, verify: bool | str = True, shards: int = SHARDS) -> None:
+    def __init__(self, verify: bool | str | ssl.SSLContext = True, shards: int = SHARDS) -> None:
+        verify = tls_verify(verify)
         per = max(1, MAX_CONNECTIONS // shards)
         limits = httpx.Limits(max_connections=per, max_keepalive_connections=per)
         self._shards = [
@@ -157,6 +177,90 @@ class JobDetail:
     error: str = ""  # the workunit's error mask in words, e.g. too_many_total_results
     canonical_instance_id: int = 0
     cpu_time: float | None = None
+    id: int = 0  # the workunit's database id (for query_job)
+
+
+@attrs.frozen
+class JobInstance:
+    """query_job: one instance (result) of a job."""
+
+    name: str
+    id: int
+    state: str  # BOINC's words, e.g. "In progress", "Completed and validated"
+    outfile_sizes: tuple[int, ...] = ()  # of its output files, once it is over
+
+
+BATCH_STATES = {0: "init", 1: "in_progress", 2: "complete", 3: "aborted", 4: "retired"}
+"""BOINC's batch states (``batch.state``) by number."""
+
+
+@attrs.frozen
+class BatchInfo:
+    """A batch as query_batches and query_batch describe it."""
+
+    id: int
+    name: str
+    app_name: str = ""
+    state: int = 0
+    """0 init, 1 in progress, 2 complete, 3 aborted, 4 retired (see :data:`BATCH_STATES`)."""
+    njobs: int = 0
+    nerror_jobs: int = 0
+    fraction_done: float = 0.0
+    create_time: float = 0.0
+    expire_time: float = 0.0
+    completion_time: float = 0.0
+    credit_canonical: float = 0.0
+    total_cpu_time: float | None = None
+
+    @property
+    def state_name(self) -> str:
+        return BATCH_STATES.get(self.state, str(self.state))
+
+    @classmethod
+    def from_reply(cls, fields: Any) -> BatchInfo:
+        """From the fields of a ``<batch>`` (or of a query_batch reply's top level)."""
+        d = fields if isinstance(fields, dict) else {}
+
+        def num(key: str, conv: Any = float, default: Any = 0) -> Any:
+            value = d.get(key)
+            if value is None or isinstance(value, dict | list) or not str(value).strip():
+                return default
+            return (_int if conv is int else _float)(value, f"batch {key}")
+
+        return cls(
+            id=num("id", int),
+            name=str(d.get("name") or "").strip(),
+            app_name=str(d.get("app_name") or "").strip(),
+            state=num("state", int),
+            njobs=num("njobs", int),
+            nerror_jobs=num("nerror_jobs", int),
+            fraction_done=num("fraction_done"),
+            create_time=num("create_time"),
+            expire_time=num("expire_time"),
+            completion_time=num("completion_time"),
+            credit_canonical=num("credit_canonical"),
+            total_cpu_time=num("total_cpu_time", float, None),
+        )
+
+
+@attrs.frozen
+class BatchDetail:
+    """query_batch: a batch and its jobs."""
+
+    batch: BatchInfo
+    jobs: tuple[JobDetail, ...]
+
+
+@attrs.frozen
+class JobCounts:
+    """server_status.php's job counts: the project's queue and its daemons' backlogs."""
+
+    results_ready_to_send: int = 0
+    results_in_progress: int = 0
+    results_need_file_delete: int = 0
+    wus_need_validate: int = 0
+    wus_need_assimilate: int = 0
+    wus_need_file_delete: int = 0
 
 
 @attrs.frozen
@@ -210,8 +314,15 @@ class BoincRpc:
         self._slots = asyncio.Semaphore(MAX_CONNECTIONS)
 
     @staticmethod
-    def make_client(timeout: float = 60.0, verify: bool | str = True) -> httpx.AsyncClient:
-        """The shared HTTP client: pooled connections, timeouts, no redirects for POSTs."""
+    def make_client(
+        timeout: float = 60.0, verify: bool | str | ssl.SSLContext = True
+    ) -> httpx.AsyncClient:
+        """The shared HTTP client: pooled connections, timeouts, no redirects for POSTs.
+
+        ``verify``: True (the usual CAs), False (no check), a CA bundle file or directory,
+        or an ``ssl.SSLContext``.
+        """
+        verify = tls_verify(verify)
         return httpx.AsyncClient(
             timeout=httpx.Timeout(timeout, connect=min(timeout, 15.0)),
             verify=verify,
@@ -230,8 +341,10 @@ class BoincRpc:
         xml: str,
         files: Sequence[tuple[str, Path]] = (),
         idempotent: bool = True,
+        method: str = "POST",
     ) -> bytes:
-        """POST a request, return the body of a 200 reply; retry what is safe to retry."""
+        """POST a request (or GET ``page``), return the body of a 200 reply; retry what is
+        safe to retry."""
         url = project.endpoint(page)
         self.calls[command] = self.calls.get(command, 0) + 1
         start = time.monotonic()
@@ -252,7 +365,10 @@ class BoincRpc:
                     kwargs = {"content": content, "headers": {"Content-Type": ctype}}
                 async with self._slots:
                     sent = time.monotonic()
-                    resp = await self.client.post(url, **kwargs)
+                    if method == "GET":
+                        resp = await self.client.get(url)
+                    else:
+                        resp = await self.client.post(url, **kwargs)
                 log.debug(
                     "%s: HTTP %d, %d bytes in %.3f s",
                     command,
@@ -367,9 +483,15 @@ class BoincRpc:
         )
         return _int(parse_reply(body, "create_batch").get("batch_id"), "create_batch batch_id")
 
-    async def query_batches(self, project: Project) -> list[dict[str, Any]]:
+    async def query_batches(
+        self, project: Project, get_cpu_time: bool = False
+    ) -> list[dict[str, Any]]:
+        inner = _el("get_cpu_time", 1) if get_cpu_time else ""
         body = await self._post(
-            project, "submit_rpc_handler.php", "query_batches", _request("query_batches", project)
+            project,
+            "submit_rpc_handler.php",
+            "query_batches",
+            _request("query_batches", project, inner),
         )
         return [b for b in as_list(parse_reply(body, "query_batches").get("batch")) if b]
 
@@ -474,14 +596,30 @@ class BoincRpc:
     async def query_batch_details(self, project: Project, batch_name: str) -> list[JobDetail]:
         """query_batch with get_job_details: every job of a batch with its status and, for a
         failed job, the failed instance's exit status and the workunit's error."""
-        inner = _el("batch_name", batch_name) + _el("get_job_details", 1)
+        return list((await self.query_batch(project, batch_name)).jobs)
+
+    async def query_batch(
+        self,
+        project: Project,
+        batch_name: str,
+        get_job_details: bool = True,
+        get_cpu_time: bool = False,
+    ) -> BatchDetail:
+        """query_batch: the batch's summary and its jobs (with their status and failure
+        details when ``get_job_details``; the batch's CPU time when ``get_cpu_time``)."""
+        inner = (
+            _el("batch_name", batch_name)
+            + (_el("get_cpu_time", 1) if get_cpu_time else "")
+            + (_el("get_job_details", 1) if get_job_details else "")
+        )
         body = await self._post(
             project,
             "submit_rpc_handler.php",
             "query_batch",
             _request("query_batch", project, inner),
         )
-        return [
+        reply = parse_reply(body, "query_batch")
+        jobs = tuple(
             JobDetail(
                 name=j["name"],
                 status=j["status"],
@@ -489,9 +627,11 @@ class BoincRpc:
                 error=j["error"],
                 canonical_instance_id=_int(j["canonical_instance_id"] or 0, "canonical id"),
                 cpu_time=_float(j["cpu_time"], "cpu_time") if j["cpu_time"] else None,
+                id=_int(j["id"] or 0, "job id"),
             )
-            for j in parse_query_batch_jobs(body)
-        ]
+            for j in query_batch_jobs(reply, with_id=True)
+        )
+        return BatchDetail(batch=BatchInfo.from_reply(reply), jobs=jobs)
 
     async def query_completed_job(self, project: Project, job_name: str) -> CompletedJob:
         """The outcome of a finished job; a clear RpcError when the server has none."""
@@ -531,6 +671,82 @@ class BoincRpc:
         )
         parse_reply(body, "abort_jobs")
 
+    async def estimate_batch(
+        self,
+        project: Project,
+        app_name: str,
+        jobs: Sequence[JobInput],
+        params: JobParams = JobParams(),
+    ) -> float:
+        """estimate_batch: BOINC's estimate of the seconds a batch would take (its FLOPs,
+        ``params.rsc_fpops_est`` per job or the template's, over the project's FLOPS)."""
+        fpops = (
+            _el("rsc_fpops_est", f"{params.rsc_fpops_est:f}")
+            if params.rsc_fpops_est is not None
+            else ""
+        )
+        parts = ["<batch>\n", _el("app_name", app_name)]
+        for job in jobs:
+            parts.append(
+                "<job>\n" + _el("name", job.name) + fpops + _el("command_line", job.command_line)
+            )
+            parts.append("</job>\n")
+        parts.append("</batch>\n")
+        body = await self._post(
+            project,
+            "submit_rpc_handler.php",
+            "estimate_batch",
+            _request("estimate_batch", project, "".join(parts)),
+        )
+        return _float(parse_reply(body, "estimate_batch").get("seconds"), "estimate seconds")
+
+    async def get_job_counts(self, project: Project) -> JobCounts:
+        """server_status.php?counts=1 (no authenticator needed)."""
+        body = await self._post(
+            project, "server_status.php?counts=1", "job_counts", "", method="GET"
+        )
+        reply = parse_reply(body, "job_counts")
+        fields = attrs.fields_dict(JobCounts)
+        return JobCounts(
+            **{k: _int(v, k) for k, v in reply.items() if k in fields and v is not None}
+        )
+
+    async def query_job(self, project: Project, job_id: int) -> tuple[JobInstance, ...]:
+        """query_job: the instances of a job, by the job's id (:attr:`JobDetail.id`)."""
+        body = await self._post(
+            project,
+            "submit_rpc_handler.php",
+            "query_job",
+            _request("query_job", project, _el("job_id", job_id)),
+        )
+        reply = parse_reply(body, "query_job")
+        instances = []
+        for inst in as_list(reply.get("instance")):
+            inst = inst if isinstance(inst, dict) else {}
+            sizes = tuple(
+                _int(f.get("size") if isinstance(f, dict) else None, "output size")
+                for f in as_list(inst.get("outfile"))
+            )
+            instances.append(
+                JobInstance(
+                    name=str(inst.get("name") or "").strip(),
+                    id=_int(inst.get("id") or 0, "instance id"),
+                    state=str(inst.get("state") or "").strip(),
+                    outfile_sizes=sizes,
+                )
+            )
+        return tuple(instances)
+
+    async def abort_batch(self, project: Project, batch_name: str) -> None:
+        """abort_batch: cancel every unfinished job of the batch."""
+        body = await self._post(
+            project,
+            "submit_rpc_handler.php",
+            "abort_batch",
+            _request("abort_batch", project, _el("batch_name", batch_name)),
+        )
+        parse_reply(body, "abort_batch")
+
     async def retire_batch(self, project: Project, batch_name: str) -> None:
         body = await self._post(
             project,
@@ -563,9 +779,39 @@ class BoincRpc:
             f"{quote(project.authenticator, safe='')}&wu_name={quote(job_name, safe='')}"
             f"&file_num={file_num}"
         )
+        shown = f"{project.url}get_output.php (job {job_name}, file {file_num})"
+        return await self._download(url, shown, f"{job_name} file {file_num}", dest)
+
+    async def download_instance_output(
+        self, project: Project, instance_name: str, file_num: int, dest: Path
+    ) -> int:
+        """Download output ``file_num`` of one instance (get_output.php's result_file, signed
+        with the MD5 of authenticator and instance name) into ``dest``; the byte count."""
+        sign = hashlib.md5(
+            f"{project.authenticator}{instance_name}".encode(), usedforsecurity=False
+        ).hexdigest()
+        url = (
+            f"{project.url}get_output.php?cmd=result_file&result_name="
+            f"{quote(instance_name, safe='')}&file_num={file_num}&auth_str={sign}"
+        )
+        shown = f"{project.url}get_output.php (instance {instance_name}, file {file_num})"
+        return await self._download(url, shown, f"{instance_name} file {file_num}", dest)
+
+    async def download_batch_outputs(self, project: Project, batch_id: int, dest: Path) -> int:
+        """Download a zip of the canonical outputs of every finished job of a batch
+        (get_output.php's batch_files, signed with the MD5 of authenticator and batch id,
+        so the authenticator is not in the URL) into ``dest``; the byte count."""
+        sign = hashlib.md5(
+            f"{project.authenticator}{batch_id}".encode(), usedforsecurity=False
+        ).hexdigest()
+        url = f"{project.url}get_output.php?cmd=batch_files&batch_id={batch_id}&auth_str={sign}"
+        shown = f"{project.url}get_output.php (outputs of batch {batch_id})"
+        return await self._download(url, shown, f"batch {batch_id}", dest)
+
+    async def _download(self, url: str, shown: str, what: str, dest: Path) -> int:
+        """GET a get_output.php download into ``dest`` (through a temporary name)."""
         self.calls["get_output"] = self.calls.get("get_output", 0) + 1
         tmp = dest.with_name(f".{dest.name}.part-{os.getpid()}-{random.getrandbits(32):08x}")
-        shown = f"{project.url}get_output.php (job {job_name}, file {file_num})"
         try:
             async with self._slots, self.client.stream("GET", url) as resp:
                 if resp.status_code != 200:
@@ -578,7 +824,7 @@ class BoincRpc:
                     text = decode_text((await resp.aread())[:300]).strip()
                     if text.startswith("ERROR:"):
                         text = text[6:].strip()
-                    raise RpcError(f"get_output failed for {job_name} file {file_num}: {text}")
+                    raise RpcError(f"get_output failed for {what}: {text}")
                 size = 0
                 fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
                 with os.fdopen(fd, "wb") as fh:
@@ -587,10 +833,7 @@ class BoincRpc:
                         size += len(chunk)
                 expected = resp.headers.get("content-length")
                 if expected is not None and expected.isdigit() and int(expected) != size:
-                    raise RpcError(
-                        f"get_output: {job_name} file {file_num} truncated "
-                        f"({size} of {expected} bytes)"
-                    )
+                    raise RpcError(f"get_output: {what} truncated ({size} of {expected} bytes)")
             os.replace(tmp, dest)
             return size
         except httpx.TimeoutException:
@@ -676,6 +919,16 @@ def _upload_chunks(files: Sequence[tuple[str, Path]]):
         size += fsize
     if chunk:
         yield chunk
+
+
+def tls_verify(verify: bool | str | ssl.SSLContext) -> bool | ssl.SSLContext:
+    """httpx's ``verify`` for a CA bundle path: an SSL context trusting the certificates of
+    that file (or directory), as httpx made of a path itself before deprecating it."""
+    if not isinstance(verify, str):
+        return verify
+    if os.path.isdir(verify):
+        return ssl.create_default_context(capath=verify)
+    return ssl.create_default_context(cafile=verify)
 
 
 def _is_certificate_error(exc: BaseException) -> bool:

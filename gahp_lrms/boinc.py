@@ -1,8 +1,9 @@
 """The ``boinc`` job driver: a BOINC project as a batch system, for blahpd.
 
 HTCondor 10 dropped its ``boinc`` grid type but still speaks BLAH (``grid_resource =
-batch boinc``); this driver maps the BLAH job model onto BOINC's with gahp_boinc's RPC
-client and MD5 staging:
+batch boinc``); this driver maps the BLAH job model onto BOINC's with gahp_boinc's
+:class:`~gahp_boinc.client.BoincClient` (its blocking form, :class:`SyncBoincClient`) and
+its MD5 staging:
 
 - one BLAH job is one BOINC job; Cmd names the BOINC application (its last path component:
   HTCondor sends the executable joined to Iwd);
@@ -35,7 +36,6 @@ at start are submitted unless the project already has their batch with them (nev
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import fcntl
 import json
@@ -53,12 +53,14 @@ from typing import Any, TypeVar
 
 import attrs
 
-from gahp_boinc.outputs import FetchRequest, OutputError, fetch_output
+from gahp_boinc.client import SyncBoincClient
+from gahp_boinc.errors import BoincError
+from gahp_boinc.outputs import FetchRequest
 from gahp_boinc.replies import RpcError
-from gahp_boinc.rpc import BoincRpc, CompletedJob, JobDetail, JobParams, Project, Templates
-from gahp_boinc.staging import Md5Cache, StagingError, check_input, command_line
+from gahp_boinc.rpc import CompletedJob, JobDetail, JobParams, Project, Templates
+from gahp_boinc.staging import StagingError, check_input, command_line
 from gahp_boinc.submit import JobSpec as BoincJob
-from gahp_boinc.submit import SubmitRequest, SubmitState, submit
+from gahp_boinc.submit import SubmitRequest
 from gahp_core.config import ConfigError, read_secret_file
 from gahp_lrms.base import Driver
 from gahp_lrms.model import DriverError, JobInfo, JobSpec, JobStatus
@@ -143,17 +145,19 @@ class BoincDriver(RegistryHolder, Driver):
             self._registry_settings(config, "BOINC project")
         except (TypeError, ValueError) as exc:
             raise DriverError(f"boinc driver: bad numeric option ({exc})") from None
-        self.md5 = Md5Cache()
-        self.submit_state = SubmitState()  # shared staging lock and retry bookkeeping
-        self._loop = asyncio.new_event_loop()
-        self._thread = threading.Thread(
-            target=self._loop.run_forever, name="boinc-driver-loop", daemon=True
-        )
-        self._thread.start()
-        self.rpc = BoincRpc(
-            BoincRpc.make_client(float(config.get("timeout", 60)), verify),
-            max_tries=1 + int(config.get("retries", 4)),
-        )
+        # The driver's methods block (blahpd calls them from its worker threads): they wait
+        # on the client's own event loop, which holds the connection pool, the MD5 cache
+        # and the submission state (staging lock, retry bookkeeping) for every project.
+        try:
+            self.boinc = SyncBoincClient(
+                timeout=float(config.get("timeout", 60)),
+                verify=verify,
+                retries=int(config.get("retries", 4)),
+                lease_seconds=self.lease_seconds,
+            )
+        except (TypeError, ValueError) as exc:
+            raise DriverError(f"boinc driver: bad option ({exc})") from None
+        self.client = self.boinc.client
         self._locks: dict[str, threading.Lock] = {}
         self._locks_guard = threading.Lock()
         # queued jobs and their groups
@@ -193,19 +197,15 @@ class BoincDriver(RegistryHolder, Driver):
             return self._locks.setdefault(native_id, threading.Lock())
 
     def _run(self, coro: Coroutine[Any, Any, T]) -> T:
-        fut = asyncio.run_coroutine_threadsafe(coro, self._loop)
+        """Run one of the client's coroutines; its failure as a :class:`DriverError`."""
         try:
-            return fut.result(self.rpc_timeout)
+            return self.boinc.run(coro, self.rpc_timeout)
         except TimeoutError:
-            fut.cancel()
             raise DriverError(
                 f"the BOINC project did not answer in {self.rpc_timeout:g} s"
             ) from None
-        except (RpcError, StagingError, OutputError) as exc:
+        except BoincError as exc:
             raise DriverError(str(exc)) from None
-
-    async def _in_worker(self, fn, *args):
-        return await asyncio.get_running_loop().run_in_executor(None, fn, *args)
 
     def _project(self, url: str | None, auth_file: str | None) -> Project:
         url, auth_file = self._resolve(url, auth_file)
@@ -263,7 +263,7 @@ class BoincDriver(RegistryHolder, Driver):
             cached = self._templates.get(key)
             if cached is not None and cached[0] > time.monotonic():
                 return cached[1]
-            templates = self._run(self.rpc.get_templates(project, app_name=app))
+            templates = self._run(self.client.get_templates(app, project=project))
             self._templates[key] = (time.monotonic() + TEMPLATE_TTL_S, templates)
             return templates
 
@@ -538,29 +538,17 @@ class BoincDriver(RegistryHolder, Driver):
                 except DriverError as exc:
                     error = str(exc)
                     continue
-            fut = asyncio.run_coroutine_threadsafe(
-                submit(
-                    self.rpc,
-                    req,
-                    self.md5,
-                    self._in_worker,
-                    self.lease_seconds,
-                    self.submit_state,
-                ),
-                self._loop,
-            )
             try:
-                fut.result(self.rpc_timeout)
+                self.boinc.run(self.client.submit_request(req), self.rpc_timeout)
                 return None
             except TimeoutError:
-                fut.cancel()
                 error = f"the BOINC project did not answer in {self.rpc_timeout:g} s"
             except RpcError as exc:
                 error = str(exc)
                 # submit() rewords the RPC's error; whether it was transient is on the original
                 if not (exc.retryable or getattr(exc.__context__, "retryable", False)):
                     return error
-            except (StagingError, OutputError) as exc:
+            except BoincError as exc:  # StagingError, OutputError: retrying cannot help
                 return str(exc)
             log.info("submitting batch %s failed (%s): attempt %d", req.batch, error, attempt + 1)
         return error
@@ -569,7 +557,7 @@ class BoincDriver(RegistryHolder, Driver):
         """Whether the project has ``batch`` with all ``names`` in it (False: no such
         batch, or one without them)."""
         try:
-            _, batches = self._run(self.rpc.query_batch2(project, [batch], "0"))
+            batches = self._run(self.client.query_batch2([batch], project=project)).batches
         except DriverError as exc:
             if str(exc).endswith(f"no batch named {batch}"):
                 return False
@@ -717,7 +705,7 @@ class BoincDriver(RegistryHolder, Driver):
         found: dict[str, JobInfo] = {}
         while names:
             try:
-                _, replies = self._run(self.rpc.query_batch2(project, names, "0"))
+                replies = self._run(self.client.query_batch2(names, project=project)).batches
                 break
             except DriverError as exc:
                 missing = next((b for b in names if str(exc).endswith(f"no batch named {b}")), None)
@@ -749,7 +737,9 @@ class BoincDriver(RegistryHolder, Driver):
             state = self._bulk_state.pop(native_id, "")
             if not state:
                 try:
-                    _, batches = self._run(self.rpc.query_batch2(project, [rec["batch"]], "0"))
+                    batches = self._run(
+                        self.client.query_batch2([rec["batch"]], project=project)
+                    ).batches
                 except DriverError as exc:
                     if str(exc).endswith(f"no batch named {rec['batch']}"):
                         return self._finish(
@@ -791,7 +781,7 @@ class BoincDriver(RegistryHolder, Driver):
                 mode="SOME" if wanted else "ALL",
                 specs=tuple((n, n) for n in wanted),
             )
-            done = self._run(fetch_output(self.rpc, fetch, output_names))
+            done = self._run(self.client.fetch_request(fetch, output_names))
             if rec["stdout"]:
                 first = stage / output_names[0] if output_names else None
                 if first is not None and first.is_file():
@@ -825,13 +815,13 @@ class BoincDriver(RegistryHolder, Driver):
         done: CompletedJob | None = None
         problems: list[str] = []
         try:
-            done = self._run(self.rpc.query_completed_job(project, rec["job"]))
+            done = self._run(self.client.query_completed_job(rec["job"], project=project))
         except DriverError as exc:
             problems.append(str(exc))
         detail: JobDetail | None = None
         if done is None or not done.exit_status:
             try:
-                details = self._run(self.rpc.query_batch_details(project, rec["batch"]))
+                details = self._run(self.client.query_batch(rec["batch"], project=project)).jobs
                 detail = next((d for d in details if d.name == rec["job"]), None)
             except DriverError as exc:
                 problems.append(f"job details: {exc}")
@@ -880,7 +870,7 @@ class BoincDriver(RegistryHolder, Driver):
         self._bulk_state.pop(rec["job"], None)
         if self._batch_done(rec):
             try:
-                self._run(self.rpc.retire_batch(self._project_of(rec), rec["batch"]))
+                self._run(self.client.retire_batch(rec["batch"], project=self._project_of(rec)))
                 log.info("retired BOINC batch %s", rec["batch"])
             except DriverError as exc:
                 log.warning("retiring batch %s failed: %s", rec["batch"], exc)
@@ -940,7 +930,7 @@ class BoincDriver(RegistryHolder, Driver):
                     self._save(rec)
                 return
             try:
-                self._run(self.rpc.abort_jobs(self._project_of(rec), [native_id]))
+                self._run(self.client.abort_jobs([native_id], project=self._project_of(rec)))
             except DriverError as exc:
                 if "no job" not in str(exc):
                     raise
@@ -976,7 +966,7 @@ class BoincDriver(RegistryHolder, Driver):
         BLAH_PING would mark the resource down and keep every such job idle for good."""
         if not self.config.get("project_url") and not self.config.get("authenticator_file"):
             return
-        self._run(self.rpc.ping(self._project(None, None)))
+        self._run(self.client.ping(project=self._project(None, None)))
 
 
 def _info(final: Mapping[str, Any]) -> JobInfo:

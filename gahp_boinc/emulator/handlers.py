@@ -24,7 +24,18 @@ from . import responses
 from .apps import APPS
 from .forms import FilePart
 from .responses import PhpCrash, Reply, RequestRefused
-from .store import BATCH_INIT, NewJob, Store
+from .store import (
+    BATCH_INIT,
+    CLIENT_ERROR,
+    DIDNT_NEED,
+    EXIT_ABORTED_BY_PROJECT,
+    IN_PROGRESS,
+    OVER,
+    SUCCESS,
+    UNSENT,
+    NewJob,
+    Store,
+)
 
 _VALID_NAME = re.compile(r"^[A-Za-z0-9_\-. ]+$")
 _INT = re.compile(r"^\s*([+-]?\d+)")
@@ -43,6 +54,29 @@ class ProjectConfig:
     #: "crash": query_completed_job on a job without canonical result fails with HTTP 500 and
     #: a truncated body, as BOINC 8.3 on PHP 8 does; "full": answer with the failed instance
     completed_job_mode: str = "crash"
+
+
+TEMPLATE_FPOPS_EST = 1e10
+"""rsc_fpops_est of the emulator's input templates."""
+PROJECT_FLOPS = 1e9
+"""project_flops() of a project whose users have no recent credit."""
+
+
+def _state_string(res: sqlite3.Row, wu: sqlite3.Row) -> str:
+    """state_string() of html/inc/result.inc for the states the emulator produces."""
+    if res["server_state"] == UNSENT:
+        return "Unsent"
+    if res["server_state"] == IN_PROGRESS:
+        return "In progress"
+    if res["outcome"] == SUCCESS:
+        return "Completed and validated" if wu["canonical_resultid"] else "Completed"
+    if res["outcome"] == CLIENT_ERROR:
+        if res["exit_status"] in (-221, EXIT_ABORTED_BY_PROJECT):
+            return "Cancelled by server"
+        return "Error while computing"
+    if res["outcome"] == DIDNT_NEED:
+        return "Didn't need"
+    return "Unknown"
 
 
 def php_int(s: str | None) -> int:
@@ -128,6 +162,9 @@ class ProjectPages:
             "query_batch2": self.query_batch2,
             "query_completed_job": self.query_completed_job,
             "abort_jobs": self.abort_jobs,
+            "abort_batch": self.abort_batch,
+            "query_job": self.query_job,
+            "estimate_batch": self.estimate_batch,
             "retire_batch": self.retire_batch,
             "set_expire_time": self.set_expire_time,
         }
@@ -381,6 +418,52 @@ class ProjectPages:
             self.store.abort([wu["id"]])
             done.append(wu["name"])
         return responses.abort_jobs(done)
+
+    def estimate_batch(self, r: ET.Element) -> Reply:
+        """estimate_batch: the batch's FLOPs (a job's rsc_fpops_est, else its template's)
+        over the project's FLOPS, which BOINC derives from its users' recent credit: with
+        none (as here) 1e9."""
+        b = r.find("batch")
+        b = b if b is not None else ET.Element("batch")
+        self._app(_text(b, "app_name"))
+        self._user(r, "no submit access")
+        flops = 0.0
+        for job in b.findall("job"):
+            flops += php_double(_text(job, "rsc_fpops_est")) or TEMPLATE_FPOPS_EST
+        return responses.estimate_batch(flops / PROJECT_FLOPS)
+
+    def server_status(self, q: dict[str, str]) -> Reply | None:
+        """server_status.php?counts=1: the job counts (None: the status page, not emulated)."""
+        if not php_int(q.get("counts")):
+            return None
+        return responses.job_counts(self.store.job_counts())
+
+    def query_job(self, r: ET.Element) -> Reply:
+        """query_job: the instances of a job (by its workunit id)."""
+        user = self._user(r)
+        job_id = php_int(_text(r, "job_id"))
+        wu = self.store.one("SELECT * FROM workunit WHERE id=?", job_id)
+        if wu is None:
+            raise RequestRefused("no such job")
+        batch = self.store.batch(wu["batch_id"])
+        if batch is None or batch["user_id"] != user["id"]:
+            raise RequestRefused("not owner")
+        instances = []
+        for res in self.store.all("SELECT * FROM result WHERE workunit_id=? ORDER BY id", job_id):
+            sizes = []
+            if res["server_state"] == OVER:
+                for _phys, _logical, rel in self._outputs(res):
+                    path = self.store.upload_dir / rel
+                    if path.is_file():
+                        sizes.append(path.stat().st_size)
+            instances.append((res["name"], res["id"], _state_string(res, wu), sizes))
+        return responses.query_job(instances)
+
+    def abort_batch(self, r: ET.Element) -> Reply:
+        user = self._user(r)
+        batch = self._batch(r, user)
+        self.store.abort_batch(batch["id"])
+        return responses.abort_batch()
 
     def retire_batch(self, r: ET.Element) -> Reply:
         user = self._user(r)

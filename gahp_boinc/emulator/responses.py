@@ -7,7 +7,7 @@ unescaped names are those of the real PHP pages; see ``tests/gahp_boinc/emulator
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from email.utils import formatdate
 
 import attrs
@@ -153,6 +153,38 @@ def abort_jobs(names: Iterable[str], failed: RequestRefused | None = None) -> Re
     if failed is not None:
         return xml(f"<abort_jobs>\n{aborted}{_error_xml(failed.msg, failed.num)}</abort_jobs>\n")
     return xml(f"<abort_jobs>\n{aborted}<success>1</success>" + _close("abort_jobs"))
+
+
+def query_job(instances: Iterable[tuple[str, int, str, Sequence[int]]]) -> Reply:
+    """query_job: per instance its name, id, state text and, once over, its output sizes."""
+    parts = ["<query_job>\n"]
+    for name, rid, state, sizes in instances:
+        parts.append(
+            f"    <instance>\n        <name>{name}</name>\n        <id>{rid}</id>\n"
+            f"        <state>{state}</state>\n"
+        )
+        parts.extend(
+            f"        <outfile>\n            <size>{size}</size>\n        </outfile>\n"
+            for size in sizes
+        )
+        parts.append("</instance>\n")
+    parts.append("</query_job>\n")
+    return xml("".join(parts))
+
+
+def estimate_batch(seconds: float) -> Reply:
+    body = f"<estimate_batch>\n<seconds>{php_float(seconds)}</seconds>"
+    return xml(body + _close("estimate_batch"))
+
+
+def job_counts(counts: Iterable[tuple[str, int]]) -> Reply:
+    """server_status.php?counts=1."""
+    items = "".join(f"<{name}>{value}</{name}>\n" for name, value in counts)
+    return xml(f"<job_counts>\n{items}</job_counts>\n")
+
+
+def abort_batch() -> Reply:
+    return xml("<abort_batch>\n<success>1</success>" + _close("abort_batch"))
 
 
 def retire_batch() -> Reply:

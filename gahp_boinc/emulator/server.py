@@ -160,6 +160,8 @@ class _Handler(BaseHTTPRequestHandler):
                 reply = project.get_output(query)
             elif endpoint == "get_output2.php":
                 reply = project.get_output2(query)
+            elif endpoint == "server_status.php":
+                reply = project.server_status(query) or self._not_found()
             else:
                 reply = self._not_found()
             self._send(reply, fault)

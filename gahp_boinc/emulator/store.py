@@ -257,6 +257,19 @@ class Store:
                 self._cancel(wu)
             db.execute("UPDATE batch SET state=? WHERE id=?", (BATCH_RETIRED, batch_id))
 
+    def abort_batch(self, batch_id: int) -> None:
+        """abort_batch(): cancel every job of the batch; the batch is aborted."""
+        with self.tx() as db:
+            ids = [
+                r[0] for r in db.execute("SELECT id FROM workunit WHERE batch_id=?", (batch_id,))
+            ]
+            for wu in ids:
+                self._cancel(wu)
+            db.execute(
+                "UPDATE batch SET state=?, completion_time=? WHERE id=?",
+                (BATCH_ABORTED, int(self.clock()), batch_id),
+            )
+
     def expire_batches(self) -> int:
         """Cancel the unfinished jobs of batches whose expire_time has passed."""
         now = self.clock()
@@ -376,6 +389,21 @@ class Store:
             batches = {self._cancel(wu) for wu in wu_ids}
             for b in batches:
                 self._maybe_complete(b)
+
+    def job_counts(self) -> list[tuple[str, int]]:
+        """server_status.php's counts (the daemons' backlogs are always empty here)."""
+        def count(state: int) -> int:
+            row = self.one("SELECT COUNT(*) FROM result WHERE server_state=?", state)
+            return int(row[0]) if row else 0
+
+        return [
+            ("results_ready_to_send", count(UNSENT)),
+            ("results_in_progress", count(IN_PROGRESS)),
+            ("results_need_file_delete", 0),
+            ("wus_need_validate", 0),
+            ("wus_need_assimilate", 0),
+            ("wus_need_file_delete", 0),
+        ]
 
     def count_active(self) -> int:
         row = self.one(

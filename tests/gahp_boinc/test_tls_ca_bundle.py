@@ -129,3 +129,23 @@ def test_without_the_ca_bundle_the_certificate_is_refused(https_project):
         assert len(res) == 1 and "certificate verify failed" in res[0], res
         assert emu.authenticator not in res[0]
         assert time.monotonic() - start < 3  # not retried
+
+
+def test_boinc_client_with_a_ca_bundle(https_project, private_ca, tmp_path):
+    from gahp_boinc import Job, RpcError, SyncBoincClient
+
+    url, emu = https_project
+    (tmp_path / "a.txt").write_text("client over tls\n")
+    with SyncBoincClient(url, emu.authenticator, verify=str(private_ca[0]), timeout=10) as c:
+        c.ping()
+        c.submit("tc", "uppercase", [Job("tc-0", (), [tmp_path / "a.txt"])])
+        assert c.wait("tc", interval=0.1, timeout=30) == {"tc-0": "DONE"}
+        c.fetch_output("tc-0", tmp_path)
+    assert (tmp_path / "out").read_text() == "CLIENT OVER TLS\n"
+    emu.reset_stats()
+    with SyncBoincClient(url, emu.authenticator, retries=3, timeout=5) as c:
+        start = time.monotonic()
+        with pytest.raises(RpcError, match="certificate verify failed"):
+            c.ping()
+        assert time.monotonic() - start < 3  # not retried
+    assert emu.stats.get("ping", 0) == 0
