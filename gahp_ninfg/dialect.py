@@ -17,7 +17,7 @@ import attrs
 from gahp_core.commands import BadRequest, Command, Refused
 from gahp_core.dialect import Dialect, Runtime
 from gahp_core.hooks import BackendContext, hookimpl
-from gahp_core.ninfg_protocol import NinfgFramer, format_line, parse_request, reply
+from gahp_ninfg.protocol import NinfgFramer, format_line, parse_request, reply
 
 log = logging.getLogger("gahp.ninfg")
 
