@@ -49,7 +49,11 @@ class Runtime(Protocol):
         ...
 
     def start(self, cmd: Command, parsed: Any, done: Done) -> None:
-        """Run ``cmd``'s handler on ``parsed``; ``done`` gets its outcome (not if cancelled)."""
+        """Run ``cmd``'s handler on ``parsed``; ``done`` gets its outcome (not if cancelled).
+
+        ``done`` may be called before this returns (a coroutine that never waits): answer
+        the request first.
+        """
         ...
 
 

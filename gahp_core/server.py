@@ -24,6 +24,7 @@ from typing import Any, BinaryIO
 
 from gahp_core.commands import Command
 from gahp_core.dialect import Dialect, Done
+from gahp_core.eager import start_eagerly
 from gahp_core.options import ServerOptions
 from gahp_core.protocol import Version
 
@@ -95,12 +96,22 @@ class GahpServer:
         return len(self._inflight)
 
     def start(self, cmd: Command, parsed: Any, done: Done) -> None:
-        """Run ``cmd``'s handler on ``parsed`` (loop or pool); ``done`` gets its outcome."""
+        """Run ``cmd``'s handler on ``parsed``; ``done`` gets its outcome (not if cancelled).
+
+        A coroutine handler starts at once, in this call (unless ``cmd.eager`` is False),
+        and runs on the loop; if it finishes without waiting, ``done`` is called before
+        this returns. A plain handler runs in the worker pool.
+        """
         loop = self._loop
         assert loop is not None
-        fut: asyncio.Future[Any]
+        fut: asyncio.Future[Any] | None
         if cmd.is_coroutine:
-            fut = loop.create_task(cmd.handler(parsed))
+            if cmd.eager:
+                fut = start_eagerly(loop, cmd.handler(parsed), done)
+                if fut is None:  # finished without waiting: ``done`` has been called
+                    return
+            else:
+                fut = loop.create_task(cmd.handler(parsed))
         else:
             fut = loop.run_in_executor(self.executor, cmd.handler, parsed)
         self._inflight.add(fut)
