@@ -51,12 +51,9 @@ class Command:
     the event loop, a plain function in the worker pool. If it raises, the result is
     ``error_result(message)``.
 
-    A coroutine handler starts at once, right after the ``S`` return line is queued and
-    before the next request is read, and becomes a Task only when it first waits, so a
-    handler that never waits costs no trip through the event loop. Until that first
-    wait it runs outside any task; a handler that needs a task from its first line
-    (``asyncio.current_task()``, ``asyncio.timeout``, a ``TaskGroup``) sets
-    ``eager=False`` and runs in a Task of its own from the start.
+    A coroutine handler starts at once, in a task (see :mod:`gahp_core.eager`), right
+    after the ``S`` return line is queued and before the next request is read: one that
+    never waits has its result queued before the next request too.
     """
 
     name: str = attrs.field(converter=str.upper)
@@ -65,7 +62,6 @@ class Command:
     nargs: int | tuple[int, int | None] | None = attrs.field(default=None, validator=_check_nargs)
     parse: Parser | None = None
     error_result: Callable[[str], Fields] = _default_error
-    eager: bool = True
 
     is_coroutine: bool = attrs.field(init=False, eq=False, repr=False)
     """Whether the handler runs on the event loop rather than in the worker pool."""

@@ -24,7 +24,7 @@ from typing import Any, BinaryIO
 
 from gahp_core.commands import Command
 from gahp_core.dialect import Dialect, Done
-from gahp_core.eager import start_eagerly
+from gahp_core.eager import EagerStarter
 from gahp_core.options import ServerOptions
 from gahp_core.protocol import Version
 
@@ -55,6 +55,7 @@ class GahpServer:
         self._write_out: Writer | None = None
         self._write_err: Writer | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
+        self._eager: EagerStarter | None = None
         dialect.attach(self)
 
     def add_commands(self, commands: Iterable[Command]) -> None:
@@ -98,20 +99,18 @@ class GahpServer:
     def start(self, cmd: Command, parsed: Any, done: Done) -> None:
         """Run ``cmd``'s handler on ``parsed``; ``done`` gets its outcome (not if cancelled).
 
-        A coroutine handler starts at once, in this call (unless ``cmd.eager`` is False),
-        and runs on the loop; if it finishes without waiting, ``done`` is called before
+        A coroutine handler starts at once, in this call, in a task on the loop (see
+        :mod:`gahp_core.eager`); if it finishes without waiting, ``done`` is called before
         this returns. A plain handler runs in the worker pool.
         """
         loop = self._loop
         assert loop is not None
         fut: asyncio.Future[Any] | None
         if cmd.is_coroutine:
-            if cmd.eager:
-                fut = start_eagerly(loop, cmd.handler(parsed), done)
-                if fut is None:  # finished without waiting: ``done`` has been called
-                    return
-            else:
-                fut = loop.create_task(cmd.handler(parsed))
+            assert self._eager is not None
+            fut = self._eager.start(cmd.handler(parsed), done)
+            if fut is None:  # finished without waiting: ``done`` has been called
+                return
         else:
             fut = loop.run_in_executor(self.executor, cmd.handler, parsed)
         self._inflight.add(fut)
@@ -168,6 +167,7 @@ class GahpServer:
             stdout, own_err = _protect_std_streams(self.dialect.uses_stderr)
             stderr = stderr or own_err
         loop = self._loop = asyncio.get_running_loop()
+        self._eager = EagerStarter(loop)
         self._stopping = asyncio.Event()
         self._write_out, close_out = await _open_writer(loop, stdout, self.request_stop)
         close_err = None
@@ -209,6 +209,8 @@ class GahpServer:
     async def _shutdown(self) -> None:
         self.dialect.stopping()
         self.flush()
+        if self._eager is not None:
+            self._eager.close()
         pending = list(self._inflight)
         for fut in pending:
             fut.cancel()
@@ -306,7 +308,7 @@ async def _open_reader(
         return task.cancel
 
     def stop() -> None:
-        transport.pause_reading()
+        transport.close()
 
     return stop
 

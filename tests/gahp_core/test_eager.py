@@ -1,18 +1,29 @@
-"""Eager start of coroutine handlers: deterministic, on a private event loop."""
+"""Eager start of coroutine handlers: deterministic, on a private event loop.
+
+The runtime starts handlers from the input callback, outside any task; so do these
+tests (``call_soon``), except the one about being called from inside a task.
+"""
 
 import asyncio
 import contextvars
 
 import pytest
 
-from gahp_core.eager import start_eagerly
+from gahp_core.eager import EagerStarter
 
 VAR: contextvars.ContextVar[str] = contextvars.ContextVar("VAR", default="caller")
 
 
-def outcomes() -> tuple[list, object]:
+async def eager(coro) -> tuple[asyncio.Task | None, list]:
+    """Start ``coro`` eagerly from a plain callback; its task (or None) and outcomes."""
+    loop = asyncio.get_running_loop()
     got: list = []
-    return got, lambda value, exc: got.append((value, exc))
+    started = loop.create_future()
+    starter = EagerStarter(loop)
+    loop.call_soon(lambda: started.set_result(starter.start(coro, lambda v, e: got.append((v, e)))))
+    task = await started
+    starter.close()  # its idle host, if the coroutine did not keep it
+    return task, got
 
 
 def test_a_coroutine_that_never_waits_finishes_in_the_call():
@@ -20,9 +31,7 @@ def test_a_coroutine_that_never_waits_finishes_in_the_call():
         async def handler():
             return ("NULL",)
 
-        got, finished = outcomes()
-        assert start_eagerly(asyncio.get_running_loop(), handler(), finished) is None
-        assert got == [(("NULL",), None)]
+        assert await eager(handler()) == (None, [(("NULL",), None)])
 
     asyncio.run(main())
 
@@ -32,10 +41,9 @@ def test_an_exception_before_waiting_is_the_outcome():
         async def handler():
             raise ValueError("bad")
 
-        got, finished = outcomes()
-        assert start_eagerly(asyncio.get_running_loop(), handler(), finished) is None
+        task, got = await eager(handler())
         ((value, exc),) = got
-        assert value is None and isinstance(exc, ValueError)
+        assert task is None and value is None and isinstance(exc, ValueError)
 
     asyncio.run(main())
 
@@ -45,35 +53,45 @@ def test_cancelled_before_waiting_has_no_outcome():
         async def handler():
             raise asyncio.CancelledError
 
-        got, finished = outcomes()
-        assert start_eagerly(asyncio.get_running_loop(), handler(), finished) is None
-        assert got == []
+        assert await eager(handler()) == (None, [])
 
     asyncio.run(main())
 
 
-def test_a_coroutine_that_waits_goes_on_in_a_task_with_what_it_awaited():
+def test_a_coroutine_that_waits_goes_on_in_the_task_it_started_in():
     async def main():
         loop = asyncio.get_running_loop()
         gate = loop.create_future()
         steps = []
 
         async def handler():
-            steps.append(("first", asyncio.current_task()))
+            steps.append(asyncio.current_task())
             value = await gate
             await asyncio.sleep(0)  # a bare yield to the loop
-            steps.append(("after", asyncio.current_task()))
+            steps.append(asyncio.current_task())
             return value * 2
 
-        got, finished = outcomes()
-        task = start_eagerly(loop, handler(), finished)
-        assert isinstance(task, asyncio.Task)
-        assert len(steps) == 1 and got == []  # ran up to the await, at once...
-        assert steps[0][1] is not task  # ...in the caller, not in a task of its own
+        task, got = await eager(handler())
+        assert isinstance(task, asyncio.Task) and steps == [task]  # ran up to the await
         gate.set_result(21)
         assert await task == 42
-        assert steps[1] == ("after", task)
+        assert steps == [task, task]
         assert got == []  # the runtime gets a waiting handler's outcome from the task
+
+    asyncio.run(main())
+
+
+def test_a_timeout_entered_in_the_first_step_works():
+    async def main():
+        loop = asyncio.get_running_loop()
+
+        async def handler():
+            async with asyncio.timeout(0):  # needs the current task, from the first line
+                await loop.create_future()
+
+        task, _ = await eager(handler())
+        with pytest.raises(TimeoutError):
+            await task
 
     asyncio.run(main())
 
@@ -90,8 +108,8 @@ def test_cancelling_the_task_reaches_the_waiting_coroutine(turns):
             finally:
                 cleaned.append(True)
 
-        task = start_eagerly(loop, handler(), outcomes()[1])
-        for _ in range(turns):  # 0: cancelled before the task's first step
+        task, _ = await eager(handler())
+        for _ in range(turns):  # 0: cancelled before the task's own first step
             await asyncio.sleep(0)
         task.cancel()
         with pytest.raises(asyncio.CancelledError):
@@ -103,7 +121,6 @@ def test_cancelling_the_task_reaches_the_waiting_coroutine(turns):
 
 def test_the_handler_runs_in_a_copy_of_the_callers_context():
     async def main():
-        loop = asyncio.get_running_loop()
         seen = []
 
         async def handler():
@@ -113,9 +130,98 @@ def test_the_handler_runs_in_a_copy_of_the_callers_context():
             seen.append(VAR.get())
 
         VAR.set("set by caller")
-        task = start_eagerly(loop, handler(), outcomes()[1])
+        task, _ = await eager(handler())
         assert VAR.get() == "set by caller"  # the handler's change did not leak out
         await task
         assert seen == ["set by caller", "handler"]
+
+    asyncio.run(main())
+
+
+def test_called_from_a_task_it_starts_an_ordinary_task():
+    async def main():
+        ran = []
+
+        async def handler():
+            ran.append(True)
+            return 1
+
+        starter = EagerStarter(asyncio.get_running_loop())
+        task = starter.start(handler(), lambda v, e: ran.append(v))
+        assert ran == []  # not run inside the calling task
+        assert await task == 1 and ran == [True]
+
+    asyncio.run(main())
+
+
+async def start_from_callback(starter: EagerStarter, coro, got: list):
+    loop = asyncio.get_running_loop()
+    started = loop.create_future()
+    loop.call_soon(lambda: started.set_result(starter.start(coro, lambda v, e: got.append(v))))
+    return await started
+
+
+@pytest.mark.parametrize("turns", [0, 1])
+def test_a_waiting_coroutine_keeps_the_host_the_next_one_gets_another(turns):
+    async def main():
+        loop = asyncio.get_running_loop()
+        starter = EagerStarter(loop)
+        gate = loop.create_future()
+        tasks = []
+
+        async def quick(n):
+            tasks.append(asyncio.current_task())
+            return n
+
+        async def slow():
+            tasks.append(asyncio.current_task())
+            async with asyncio.timeout(10):  # bound to the host, which goes on with it
+                value = await gate
+            tasks.append(asyncio.current_task())
+            return value
+
+        got: list = []
+        assert await start_from_callback(starter, quick(1), got) is None
+        for _ in range(turns):  # 1: the idle host has parked by now
+            await asyncio.sleep(0)
+        task = await start_from_callback(starter, slow(), got)
+        assert await start_from_callback(starter, quick(2), got) is None
+        gate.set_result("slow")
+        assert await task == "slow"
+        assert got == [1, 2]
+        assert tasks[0] is tasks[1] is tasks[3] is task  # quick(1) and slow shared the host
+        assert tasks[2] is not task and tasks[2] is not None  # quick(2) got a fresh one
+        starter.close()
+
+    asyncio.run(main())
+
+
+def test_a_coroutine_that_cancels_its_task_does_not_spoil_the_next():
+    async def main():
+        loop = asyncio.get_running_loop()
+        starter = EagerStarter(loop)
+        gate = loop.create_future()
+
+        async def rude():
+            asyncio.current_task().cancel()
+            return "rude"
+
+        async def polite():
+            return await gate
+
+        got: list = []
+        both = loop.create_future()
+
+        def start_both():  # in one turn of the loop, as requests of one chunk of input
+            first = starter.start(rude(), lambda v, e: got.append(v))
+            both.set_result((first, starter.start(polite(), lambda v, e: got.append(v))))
+
+        loop.call_soon(start_both)
+        first, task = await both
+        assert first is None
+        await asyncio.sleep(0)
+        gate.set_result("fine")
+        assert await task == "fine" and got == ["rude"]
+        starter.close()
 
     asyncio.run(main())

@@ -24,24 +24,29 @@ def serve(commands: list[Command], data: bytes) -> list[bytes]:
         return out.read().splitlines()[1:]  # without the banner
 
 
-async def in_task(args):
-    return (str(asyncio.current_task() is not None),)
-
-
 def test_a_handler_that_never_waits_has_its_r_after_its_s():
-    now = Command("NOW", in_task)
-    out = serve([now], b"ASYNC_MODE_ON\nNOW 1\nRESULTS\nQUIT\n")
-    assert out == [b"S", b"S", b"R", b"S 1", b"1 False", b"S"]
+    async def now(args):
+        return ("NULL", *args)
+
+    out = serve([Command("NOW", now)], b"ASYNC_MODE_ON\nNOW 1 x\nRESULTS\nQUIT\n")
+    assert out == [b"S", b"S", b"R", b"S 1", b"1 NULL x", b"S"]
 
 
-def test_eager_false_runs_the_handler_in_a_task_of_its_own():
+def test_a_handler_starts_before_the_next_request_and_keeps_its_task():
     seen = []
 
     async def record(args):
-        seen.append((args[0], asyncio.current_task() is not None))
+        first = asyncio.current_task()
+        seen.append(args[0])
+        await asyncio.sleep(0)
+        seen.append((args[0], first is not None and first is asyncio.current_task()))
         return ()
 
-    cmds = [Command("EAGER", record), Command("TASK", record, eager=False)]
-    out = serve(cmds, b"TASK 1 a\nEAGER 2 b\nRESULTS\nQUIT\n")
-    assert out == [b"S", b"S", b"S 1", b"2", b"S"]  # TASK's result is not in yet
-    assert seen == [("b", False), ("a", True)]
+    def mark(args):
+        seen.append("sync")
+        return ()
+
+    cmds = [Command("REC", record), Command("MARK", mark, asynchronous=False)]
+    out = serve(cmds, b"REC 1 a\nMARK\nREC 2 b\nRESULTS\nQUIT\n")
+    assert out == [b"S", b"S", b"S", b"S 0", b"S"]  # neither result is in before RESULTS
+    assert seen == ["a", "sync", "b", ("a", True), ("b", True)]
