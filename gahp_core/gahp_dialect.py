@@ -152,6 +152,12 @@ def as_fields(value: Any) -> tuple[str, ...]:
     """Handler output as a tuple of strings."""
     if isinstance(value, str):
         return (value,)
+    if type(value) is tuple:
+        for v in value:
+            if type(v) is not str:
+                break
+        else:
+            return value  # the usual case, as it is
     return tuple(v if isinstance(v, str) else str(v) for v in value)
 
 
