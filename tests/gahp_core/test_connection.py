@@ -1,8 +1,11 @@
 """The GAHP protocol rules, checked in process against the sans-IO connection."""
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from gahp_core.connection import PROTOCOL_COMMANDS, Closed, GahpConnection, ProtocolMisuse
+from gahp_core.escaping import join
 from gahp_core.protocol import ERROR, FAILURE, SUCCESS, Request
 
 BANNER = "$GahpVersion: 1.0.0 Jan 1 2026 Test\\ GAHP $"
@@ -231,3 +234,49 @@ def test_replies_keep_request_order_around_bad_lines():
     assert conn.next_event() == Request("B", ())  # the blank line is answered on the way
     conn.reply(SUCCESS, ("b",))
     assert lines(conn) == [b"F a", b"E empty\\ request", b"S b"]
+
+
+ARGS = st.lists(st.text(alphabet="ab \\\r\n\u00e9", max_size=6), min_size=1, max_size=4)
+
+
+def run_session(chunks: list[bytes]) -> tuple[list, bytes]:
+    """Feed ``chunks``, then end the input; answer each request with its own fields."""
+    conn = GahpConnection(BANNER)
+    events = []
+    for chunk in [*chunks, b""]:
+        conn.receive_data(chunk)
+        while (event := conn.next_event()) is not None:
+            events.append(event)
+            if isinstance(event, Closed):
+                return events, conn.data_to_send()
+            conn.reply(SUCCESS, event.args)
+    raise AssertionError("the end of input did not close the connection")
+
+
+@given(requests=st.lists(ARGS, max_size=6), cuts=st.lists(st.integers(0, 400), max_size=8))
+def test_any_split_of_the_input_gives_the_same_session(requests, cuts):
+    stream = b"".join(
+        ("CMD " + join(args) + ("\r\n" if i % 2 else "\n")).encode()
+        for i, args in enumerate(requests)
+    )
+    bounds = sorted({min(c, len(stream)) for c in cuts} | {0, len(stream)})
+    chunks = [stream[a:b] for a, b in zip(bounds, bounds[1:], strict=False)]
+    whole = run_session([stream] if stream else [])
+    assert run_session(chunks) == whole
+    events, out = whole
+    assert [e.args for e in events[:-1]] == [tuple(args) for args in requests]  # escaping
+    assert events[-1] == Closed(by_quit=False)
+    assert out == b"".join(("S " + join(args) + "\n").encode() for args in requests)
+
+
+def test_protocol_commands_cannot_be_declared_by_a_backend():
+    from gahp_core.commands import Command
+    from gahp_core.gahp_dialect import GahpDialect
+    from gahp_core.protocol import Version
+    from gahp_core.server import GahpServer
+
+    server = GahpServer(Version("1.0.0", "test"), GahpDialect())
+    server.add_commands([Command("PING", lambda args: (), asynchronous=False)])
+    assert server.command_names() == sorted([*PROTOCOL_COMMANDS, "PING"])
+    with pytest.raises(ValueError, match="RESULTS declared twice"):
+        server.add_commands([Command("results", lambda args: (), asynchronous=False)])
