@@ -76,8 +76,9 @@ class EagerStarter:
             shell.adopt(coro, context, first)
             self._host = self._shell = None
             return host
-        if host.cancelling():  # the coroutine cancelled its task: not a host for the next
-            self._host = self._shell = None
+        if host.cancelling():  # it cancelled its own task: as for any task, no outcome;
+            self._host = self._shell = None  # and not a host for the next one
+            return None
         if outcome is not _NOTHING:
             finished(*outcome)
         return None
