@@ -53,19 +53,14 @@ def add_core_options(parser: argparse.ArgumentParser, log_env: str = "GAHP_LOG")
 
 
 def build_server(pm: pluggy.PluginManager, options: argparse.Namespace) -> GahpServer:
-    """Collect the dialect, every plugin's commands and the version into a server."""
-    dialect = pm.hook.gahp_dialect() or GahpDialect()
-    ref: list[GahpServer] = []
-    pm.register(dialect.builtins(ref), name="builtins")
+    """Collect the dialect, the version and every plugin's commands into a server."""
+    dialect = dialect_of(pm)
+    version = pm.hook.gahp_version() or Version(__version__, "Python GAHP")
     server_options = ServerOptions(
         workers=max(1, options.workers), max_in_flight=max(0, options.max_in_flight)
     )
-
-    def server() -> GahpServer:
-        return ref[0]
-
-    async def run_in_worker(fn, *args):
-        return await server().run_in_worker(fn, *args)
+    server = GahpServer(version, dialect, server_options)
+    pm.register(dialect.builtins(), name="builtins")
 
     def warn(message: str) -> None:
         log.warning("%s", message)
@@ -76,16 +71,15 @@ def build_server(pm: pluggy.PluginManager, options: argparse.Namespace) -> GahpS
         options=options,
         logger=logging.getLogger("gahp.backend"),
         redact=REDACTOR.add,
-        run_in_worker=run_in_worker,
-        spawn=lambda coro: server().spawn(coro),
-        notify=lambda fields: dialect.notify(server(), fields),
+        run_in_worker=server.run_in_worker,
+        spawn=server.spawn,
+        notify=server.notify,
         warn=warn,
     )
-    commands = [c for group in pm.hook.gahp_commands(context=context) for c in group]
-    version = pm.hook.gahp_version() or Version(__version__, "Python GAHP")
-    built = GahpServer(commands, version, server_options, context.shutdown_callbacks, dialect)
-    ref.append(built)
-    return built
+    server.add_commands(c for group in pm.hook.gahp_commands(context=context) for c in group)
+    for callback in context.shutdown_callbacks:
+        server.on_shutdown(callback)
+    return server
 
 
 def dialect_of(pm: pluggy.PluginManager) -> Dialect:

@@ -63,6 +63,10 @@ class Command(Generic[P]):
     fields of its result line (after the request id): a coroutine function runs on
     the event loop, a plain function in the worker pool. If it raises, the result is
     ``error_result(message)``.
+
+    A coroutine handler starts at once, in a task (see :mod:`gahp_core.eager`), right
+    after the ``S`` return line is queued and before the next request is read: one that
+    never waits has its result queued before the next request too.
     """
 
     name: str = attrs.field(converter=_upper)

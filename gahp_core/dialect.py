@@ -1,59 +1,101 @@
-"""Dialects: what the runtime's lines mean.
+"""Dialects: what the runtime's bytes mean.
 
-The runtime (:class:`gahp_core.server.GahpServer`) reads bytes, writes lines, runs
-handlers and shuts down; a dialect frames the input, answers each request and says what
-every server of its kind has built in. :class:`gahp_core.gahp_dialect.GahpDialect` is the
-GAHP protocol (the default); :class:`gahp_core.ninfg_dialect.NinfgDialect` is Ninf-G's
-invoke-server protocol.
+The runtime (:class:`gahp_core.server.GahpServer`) reads bytes, writes bytes, runs
+handlers and shuts down. A dialect turns the bytes read into requests, answers them
+(starting handlers through the :class:`Runtime` it is attached to) and says what every
+server of its kind has built in; it does no I/O: the runtime takes what it has to send
+after each chunk and after each finished handler. :class:`gahp_core.gahp_dialect.GahpDialect`
+is the GAHP protocol (the default); a backend speaking another protocol returns its own
+dialect from the ``gahp_dialect`` hook (``gahp_ninfg`` does, for Ninf-G).
 """
 
 from __future__ import annotations
 
 import abc
-from collections.abc import Sequence
-from typing import TYPE_CHECKING, Protocol
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, Protocol
 
-if TYPE_CHECKING:
-    from gahp_core.server import GahpServer
+from gahp_core.commands import Command
+from gahp_core.options import ServerOptions
+from gahp_core.protocol import Version
+
+Done = Callable[[Any, "BaseException | None"], None]
+"""Called with a handler's value (or None) and its exception (or None) when it finishes."""
 
 
-class Framer(Protocol):
-    """Incremental framing of the input into requests (``None``: an over-long line)."""
+class Runtime(Protocol):
+    """What the runtime offers the dialect attached to it."""
 
-    def feed(self, data: bytes) -> Sequence[bytes | None]: ...
+    version: Version
+    options: ServerOptions
+    commands: Mapping[str, Command]
 
-    def finish(self) -> Sequence[bytes | None]:
-        """Requests left when the input ends (an unterminated last line)."""
+    @property
+    def in_flight(self) -> int:
+        """Handlers and background tasks started and not finished."""
+        ...
+
+    @property
+    def stopping(self) -> bool:
+        """Whether shutdown has begun."""
+        ...
+
+    def command_names(self) -> list[str]:
+        """Every command the server answers, sorted."""
+        ...
+
+    def request_stop(self) -> None:
+        """Begin shutdown."""
+        ...
+
+    def start(self, cmd: Command, parsed: Any, done: Done) -> None:
+        """Run ``cmd``'s handler on ``parsed``; ``done`` gets its outcome (not if cancelled).
+
+        ``done`` may be called before this returns (a coroutine that never waits): answer
+        the request first.
+        """
         ...
 
 
 class Dialect(abc.ABC):
-    """A line protocol the runtime can speak."""
+    """A line protocol the runtime can speak (sans-IO: bytes in, bytes out)."""
 
     name: str = ""
     uses_stderr: bool = False
     """Whether protocol lines go to stderr too (then logs must not)."""
     shutdown_time: float = 0.5
     """Seconds the backend's shutdown callbacks may take (cancelling jobs may need more)."""
+    protocol_commands: Sequence[str] = ()
+    """Commands the dialect answers by itself: listed as the server's, never a backend's."""
+
+    runtime: Runtime
 
     @abc.abstractmethod
-    def framer(self, max_line: int) -> Framer:
-        """A fresh framer for the input."""
-
-    @abc.abstractmethod
-    def builtins(self, server_ref: list[GahpServer]) -> object:
+    def builtins(self) -> object:
         """A pluggy plugin contributing the dialect's built-in commands."""
 
-    def start(self, server: GahpServer) -> None:  # noqa: B027 - optional hook
-        """Called once the output is open (e.g. to print a banner)."""
+    def attach(self, runtime: Runtime) -> None:
+        """Called once by the runtime built with this dialect, before any other call."""
+        self.runtime = runtime
+
+    def start(self) -> None:  # noqa: B027 - optional hook
+        """Called once the output is open (e.g. to queue a banner)."""
 
     @abc.abstractmethod
-    def handle(self, server: GahpServer, request: bytes | None) -> None:
-        """Answer one framed request."""
+    def receive(self, data: bytes) -> None:
+        """Handle a chunk of input (``b""``: the input ended)."""
 
-    def notify(self, server: GahpServer, fields: Sequence[str]) -> None:
-        """Send an asynchronous notification, where the dialect has them."""
+    @abc.abstractmethod
+    def data_to_send(self) -> bytes:
+        """Bytes for standard output queued since the last call."""
+
+    def errors_to_send(self) -> bytes:
+        """Bytes for standard error queued since the last call (dialects using stderr)."""
+        return b""
+
+    def notify(self, fields: Sequence[str]) -> None:
+        """Queue an asynchronous notification, where the dialect has them."""
         raise NotImplementedError(f"the {self.name} dialect has no notifications")
 
-    def stopping(self, server: GahpServer) -> None:  # noqa: B027 - optional hook
+    def stopping(self) -> None:  # noqa: B027 - optional hook
         """Called when shutdown begins, before work in flight is cancelled."""

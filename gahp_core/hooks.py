@@ -65,7 +65,7 @@ class GahpSpec:
 
     @hookspec(firstresult=True)
     def gahp_dialect(self) -> Dialect | None:
-        """The protocol dialect the backend speaks (default: GAHP)."""
+        """The :class:`~gahp_core.dialect.Dialect` the backend speaks (default: GAHP)."""
 
     @hookspec
     def gahp_add_options(self, parser: argparse.ArgumentParser) -> None:

@@ -15,6 +15,8 @@ SUCCESS = "S"
 FAILURE = "F"
 ERROR = "E"
 
+_NONZERO = frozenset("123456789")
+
 THREADS_LIMIT_REACHED = "Threads limit reached"
 """The failure text HTCondor's gridmanager recognises as 'slow down and retry'."""
 
@@ -56,6 +58,8 @@ def format_return(code: str, fields: Sequence[str] = (), prefix: str = "") -> st
 
 def parse_reqid(text: str) -> str | None:
     """Validate a request id: a non-zero integer. Returns it as sent, or ``None``."""
+    if text[:1] in _NONZERO and text.isascii() and text.isdigit():
+        return text  # the usual case: no sign, no blanks, no leading zero
     t = text.strip()
     digits = t[1:] if t[:1] in ("+", "-") else t
     # ASCII digits only, and no int(): "²" passes isdigit() and a 5000-digit id makes int()

@@ -1,9 +1,10 @@
 """The runtime: stdin -> dialect -> stdout (and stderr), the worker pool, shutdown.
 
-Everything runs on one asyncio event loop: input is framed and handed to the dialect in
-order; coroutine handlers run on the loop, plain handlers in a bounded thread pool; every
-write goes through one serialising :class:`Output`, so lines never interleave. What the
-lines mean (GAHP, Ninf-G) is the dialect's business: see :mod:`gahp_core.dialect`.
+Everything runs on one asyncio event loop. The runtime reads chunks of input and hands
+them to the dialect, writes whatever the dialect has to send after each chunk and after
+each finished handler, runs handlers (coroutines on the loop, plain functions in a
+bounded thread pool) and shuts down. What the bytes mean (GAHP, or another protocol a
+backend brings) is the dialect's business: see :mod:`gahp_core.dialect`.
 """
 
 from __future__ import annotations
@@ -19,112 +20,57 @@ import signal
 import stat
 import sys
 from collections.abc import Awaitable, Callable, Coroutine, Iterable, Sequence
-from typing import TYPE_CHECKING, Any, BinaryIO
-
-import attrs
+from typing import Any, BinaryIO
 
 from gahp_core.commands import Command
+from gahp_core.dialect import Dialect, Done
+from gahp_core.eager import EagerStarter
+from gahp_core.options import ServerOptions
 from gahp_core.protocol import Version
-
-if TYPE_CHECKING:
-    from gahp_core.dialect import Dialect
 
 log = logging.getLogger("gahp.server")
 
-ENCODING = "utf-8"
-ERRORS = "surrogateescape"
+__all__ = ["GahpServer", "ServerOptions"]
 
-
-@attrs.frozen
-class ServerOptions:
-    """Tunables of the runtime."""
-
-    workers: int = 8
-    """Threads in the pool that runs plain (blocking) handlers."""
-    max_in_flight: int = 0
-    """Above this many pending requests answer ``F Threads limit reached``; 0: no limit."""
-    max_line: int = 64 * 1024 * 1024
-    """Longest request line accepted, in bytes."""
-    quit_grace: float = 0.5
-    """Seconds given to cancelled work and shutdown callbacks on QUIT, EOF or SIGTERM."""
-
-
-class Output:
-    """Serialised writer of protocol lines, applying the current response prefix."""
-
-    def __init__(self, write: Callable[[bytes], None]) -> None:
-        self._write = write
-        self.prefix = ""
-        self._pending: list[str] | None = None
-        self.closed = False
-
-    def line(self, text: str) -> None:
-        """Write one complete line (already formatted, terminator included)."""
-        if self.closed:
-            return
-        if self._pending is not None:
-            self._pending.append(text)
-        else:
-            self._write(text.encode(ENCODING, ERRORS))
-
-    def hold(self) -> None:
-        """Buffer lines until :meth:`release` (one write per input chunk)."""
-        if self._pending is None:
-            self._pending = []
-
-    def release(self) -> None:
-        """Write everything buffered since :meth:`hold` in one call."""
-        pending, self._pending = self._pending, None
-        if pending and not self.closed:
-            self._write("".join(pending).encode(ENCODING, ERRORS))
+Writer = Callable[[bytes], None]
 
 
 class GahpServer:
-    """A server over a set of commands, speaking ``dialect`` (GAHP unless told otherwise)."""
+    """A server over a set of commands, speaking ``dialect``."""
 
     def __init__(
-        self,
-        commands: Iterable[Command],
-        version: Version,
-        options: ServerOptions | None = None,
-        shutdown_callbacks: Sequence[Callable[[], Any]] = (),
-        dialect: Dialect | None = None,
+        self, version: Version, dialect: Dialect, options: ServerOptions | None = None
     ) -> None:
-        if dialect is None:
-            from gahp_core.gahp_dialect import GahpDialect
-
-            dialect = GahpDialect()
         self.dialect = dialect
         self.options = options or ServerOptions()
         self.version = version
         self.commands: dict[str, Command] = {}
-        for cmd in commands:
-            if cmd.name in self.commands:
-                raise ValueError(f"command {cmd.name} declared twice")
-            self.commands[cmd.name] = cmd
+        self._names = sorted(dialect.protocol_commands)
         self.executor = concurrent.futures.ThreadPoolExecutor(
             max_workers=self.options.workers, thread_name_prefix="gahp-worker"
         )
-        self._shutdown_callbacks = list(shutdown_callbacks)
+        self._shutdown_callbacks: list[Callable[[], Any]] = []
         self._inflight: set[asyncio.Future[Any]] = set()
         self._stopping: asyncio.Event | None = None
-        self._out: Output | None = None
-        self._err: Output | None = None
+        self._write_out: Writer | None = None
+        self._write_err: Writer | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
+        self._eager: EagerStarter | None = None
+        dialect.attach(self)
+
+    def add_commands(self, commands: Iterable[Command]) -> None:
+        """Answer ``commands`` too (a name may be declared once, and not be the dialect's)."""
+        for cmd in commands:
+            if cmd.name in self.commands or cmd.name in self.dialect.protocol_commands:
+                raise ValueError(f"command {cmd.name} declared twice")
+            self.commands[cmd.name] = cmd
+        self._names = sorted([*self.commands, *self.dialect.protocol_commands])
+
+    def on_shutdown(self, callback: Callable[[], Any]) -> None:
+        """Call ``callback`` (a function or coroutine function) when the server stops."""
+        self._shutdown_callbacks.append(callback)
 
     # ---- services for dialects, built-in commands and backends ----------------------------
-
-    @property
-    def out(self) -> Output:
-        """The protocol's standard output."""
-        assert self._out is not None, "server not running"
-        return self._out
-
-    @property
-    def err(self) -> Output:
-        """The protocol's standard error (dialects that notify there)."""
-        assert self._err is not None, "server not running"
-        return self._err
 
     @property
     def stopping(self) -> bool:
@@ -133,7 +79,7 @@ class GahpServer:
 
     def command_names(self) -> list[str]:
         """Every command this server answers, sorted."""
-        return sorted(self.commands)
+        return list(self._names)
 
     def request_stop(self) -> None:
         """Begin shutdown (QUIT, stdin EOF, SIGTERM)."""
@@ -150,24 +96,33 @@ class GahpServer:
         """Requests and background tasks started whose outcome is not delivered yet."""
         return len(self._inflight)
 
-    def start(
-        self, cmd: Command, parsed: Any, done: Callable[[asyncio.Future[Any]], None]
-    ) -> asyncio.Future[Any]:
-        """Run ``cmd``'s handler on ``parsed`` (loop or pool); call ``done`` with the future."""
+    def start(self, cmd: Command, parsed: Any, done: Done) -> None:
+        """Run ``cmd``'s handler on ``parsed``; ``done`` gets its outcome (not if cancelled).
+
+        A coroutine handler starts at once, in this call, in a task on the loop (see
+        :mod:`gahp_core.eager`); if it finishes without waiting, ``done`` is called before
+        this returns. A plain handler runs in the worker pool.
+        """
         loop = self._loop
         assert loop is not None
-        fut: asyncio.Future[Any]
+        fut: asyncio.Future[Any] | None
         if cmd.is_coroutine:
-            fut = loop.create_task(cmd.handler(parsed))
+            assert self._eager is not None
+            fut = self._eager.start(cmd.handler(parsed), done)
+            if fut is None:  # finished without waiting: ``done`` has been called
+                return
         else:
             fut = loop.run_in_executor(self.executor, cmd.handler, parsed)
         self._inflight.add(fut)
         fut.add_done_callback(functools.partial(self._finished, done))
-        return fut
 
-    def _finished(self, done: Callable[[asyncio.Future[Any]], None], fut: asyncio.Future[Any]):
+    def _finished(self, done: Done, fut: asyncio.Future[Any]) -> None:
         self._inflight.discard(fut)
-        done(fut)
+        if fut.cancelled():
+            return
+        exc = fut.exception()
+        done(None if exc is not None else fut.result(), exc)
+        self.flush()
 
     def spawn(self, coro: Coroutine[Any, Any, Any]) -> asyncio.Future[Any]:
         """Run a backend's background coroutine; it is cancelled at shutdown."""
@@ -183,6 +138,21 @@ class GahpServer:
         task.add_done_callback(finished)
         return task
 
+    def notify(self, fields: Sequence[str]) -> None:
+        """Send an asynchronous notification through the dialect (where it has them)."""
+        self.dialect.notify(fields)
+        self.flush()
+
+    def flush(self) -> None:
+        """Write whatever the dialect has to send."""
+        data = self.dialect.data_to_send()
+        if data and self._write_out is not None:
+            self._write_out(data)
+        if self._write_err is not None:
+            data = self.dialect.errors_to_send()
+            if data:
+                self._write_err(data)
+
     # ---- the loop -------------------------------------------------------------------------
 
     async def serve(
@@ -197,64 +167,50 @@ class GahpServer:
             stdout, own_err = _protect_std_streams(self.dialect.uses_stderr)
             stderr = stderr or own_err
         loop = self._loop = asyncio.get_running_loop()
+        self._eager = EagerStarter(loop)
         self._stopping = asyncio.Event()
-        write, close_out = await _open_writer(loop, stdout, self.request_stop)
-        self._out = Output(write)
+        self._write_out, close_out = await _open_writer(loop, stdout, self.request_stop)
         close_err = None
         if self.dialect.uses_stderr:
-            write_err, close_err = await _open_writer(
+            self._write_err, close_err = await _open_writer(
                 loop, stderr or sys.stderr.buffer, self.request_stop
             )
-            self._err = Output(write_err)
         for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
             with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
                 loop.add_signal_handler(sig, self.request_stop)
-        self.dialect.start(self)
+        self.dialect.start()
+        self.flush()
         # Everything built so far (modules, plugins) lives as long as the process: keep it
         # out of the collector's full scans, which thousands of pending requests make costly.
         gc.freeze()
-        reader = asyncio.create_task(self._read_loop(stdin))
-        stop = asyncio.create_task(self._stopping.wait())
-        await asyncio.wait({reader, stop}, return_when=asyncio.FIRST_COMPLETED)
-        reader.cancel()
-        stop.cancel()
+        stop_reading = await _open_reader(loop, stdin, self._received)
+        await self._stopping.wait()
+        stop_reading()
         await self._shutdown()
         await close_out(self.options.quit_grace)
         if close_err is not None:
             await close_err(self.options.quit_grace)
         return 0
 
-    async def _read_loop(self, stdin: BinaryIO) -> None:
-        loop = asyncio.get_running_loop()
-        framer = self.dialect.framer(self.options.max_line)
-        read = await _open_reader(loop, stdin)
-        out = self.out
-        while True:
-            data = await read()
-            if not data:
-                out.hold()
-                try:
-                    for line in framer.finish():
-                        self.dialect.handle(self, line)
-                finally:
-                    out.release()
-                log.info("stdin closed: shutting down")
-                self.request_stop()
-                return
-            lines = framer.feed(data)
-            if not lines:
-                continue
-            out.hold()
-            try:
-                for line in lines:
-                    self.dialect.handle(self, line)
-                    if self.stopping:
-                        return
-            finally:
-                out.release()
+    def _received(self, data: bytes) -> None:
+        """A chunk of input (``b""``: end of input): to the dialect, then write its answers."""
+        if self.stopping:
+            return
+        try:
+            self.dialect.receive(data)
+        except Exception:
+            log.exception("internal error handling input: shutting down")
+            self.request_stop()
+        self.flush()
+        if not data:
+            log.info("stdin closed: shutting down")
+            self.request_stop()
 
     async def _shutdown(self) -> None:
-        self.dialect.stopping(self)
+        self.dialect.stopping()
+        self.flush()
+        if self._eager is not None:
+            self._eager.close()
         pending = list(self._inflight)
         for fut in pending:
             fut.cancel()
@@ -304,28 +260,57 @@ def _pollable(fd: int) -> bool:
     return stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode) or os.isatty(fd)
 
 
-async def _open_reader(loop: asyncio.AbstractEventLoop, stdin: BinaryIO):
-    """An ``await read()`` over stdin that never blocks the loop."""
-    reader = asyncio.StreamReader(limit=2**20)
+class _ReadProtocol(asyncio.Protocol):
+    """Hands each chunk read to ``on_data``, and ``b""`` once at the end."""
+
+    def __init__(self, on_data: Callable[[bytes], None]) -> None:
+        self._on_data = on_data
+        self._ended = False
+
+    def data_received(self, data: bytes) -> None:
+        self._on_data(data)
+
+    def eof_received(self) -> bool:
+        self._end()
+        return False
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._end()
+
+    def _end(self) -> None:
+        if not self._ended:
+            self._ended = True
+            self._on_data(b"")
+
+
+async def _open_reader(
+    loop: asyncio.AbstractEventLoop, stdin: BinaryIO, on_data: Callable[[bytes], None]
+) -> Callable[[], None]:
+    """Call ``on_data`` on the loop with each chunk of stdin; returns a function that stops."""
     fd = stdin.fileno()
     try:
         if not _pollable(fd):
             # epoll refuses regular files and devices such as /dev/null, and for a device
             # asyncio only finds out in a callback, after accepting it: it would never read.
             raise ValueError("not pollable")
-        await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), stdin)
+        transport, _ = await loop.connect_read_pipe(lambda: _ReadProtocol(on_data), stdin)
     except (ValueError, OSError):
         # A regular file, /dev/null or similar: read it from a thread.
 
-        async def read_thread() -> bytes:
-            return await loop.run_in_executor(None, os.read, fd, 1 << 16)
+        async def read_thread() -> None:
+            while True:
+                data = await loop.run_in_executor(None, os.read, fd, 1 << 16)
+                loop.call_soon(on_data, data)  # outside this task, as from a pipe
+                if not data:
+                    return
 
-        return read_thread
+        task = loop.create_task(read_thread())
+        return task.cancel
 
-    async def read_pipe() -> bytes:
-        return await reader.read(1 << 16)
+    def stop() -> None:
+        transport.close()
 
-    return read_pipe
+    return stop
 
 
 class _WriteProtocol(asyncio.Protocol):

@@ -1,8 +1,9 @@
 """The Ninf-G invoke-server backend: JOB_CREATE, JOB_STATUS, JOB_DESTROY on a job driver.
 
-The core's Ninf-G dialect supplies QUERY_FEATURES and EXIT; this plugin adds the job
-requests and advertises STAGING_AUTH_NUMBER (the auth number is written to a private
-file passed to the executable as ``--authNumberFile=<path>``).
+The Ninf-G dialect (:mod:`gahp_ninfg.dialect`, returned by the ``gahp_dialect`` hook
+below) supplies QUERY_FEATURES and EXIT; this plugin adds the job requests and advertises
+STAGING_AUTH_NUMBER (the auth number is written to a private file passed to the
+executable as ``--authNumberFile=<path>``).
 """
 
 from __future__ import annotations
@@ -14,9 +15,9 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from gahp_core import BackendContext, BadRequest, Command, Version, hookimpl
-from gahp_core.ninfg_dialect import NinfgDialect
 from gahp_lrms import DriverError, get_driver
 from gahp_ninfg import __version__
+from gahp_ninfg.dialect import NinfgDialect
 from gahp_ninfg.jobs import JobManager
 
 log = logging.getLogger("gahp.ninfg")

@@ -302,6 +302,8 @@ def replay(session: Session, workdir: Path, block_id: str, paths: Sequence[str] 
                 first = True
                 while True:
                     reply = client.read_raw(20).rstrip("\r")
+                    while not first and reply == f"{prefix}R":  # a result after the last RESULTS
+                        reply = client.read_raw(20).rstrip("\r")
                     count = int(split(reply[len(prefix) :])[1])
                     if first or count:
                         got_lines += [client.read_raw(20).rstrip("\r") for _ in range(count)]

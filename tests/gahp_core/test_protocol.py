@@ -40,6 +40,11 @@ def test_return_lines():
         ("", False),
         ("-3", True),
         ("1.5", False),
+        ("10", True),
+        ("007", True),
+        (" 12", True),
+        ("1\u00b2", False),  # a superscript two: isdigit() but not ASCII
+        ("9" * 5000, True),
     ],
 )
 def test_reqid(text, ok):

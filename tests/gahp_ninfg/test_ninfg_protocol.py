@@ -1,7 +1,7 @@
 from hypothesis import given
 from hypothesis import strategies as st
 
-from gahp_core.ninfg_protocol import NinfgFramer, Request, format_line, parse_request, reply
+from gahp_ninfg.protocol import NinfgFramer, Request, format_line, parse_request, reply
 
 
 def test_line_ends_lf_cr_crlf_even_split_across_chunks():

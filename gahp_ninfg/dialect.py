@@ -15,14 +15,15 @@ from collections.abc import Sequence
 import attrs
 
 from gahp_core.commands import BadRequest, Command, Refused
-from gahp_core.dialect import Dialect
+from gahp_core.dialect import Dialect, Runtime
 from gahp_core.hooks import BackendContext, hookimpl
-from gahp_core.ninfg_protocol import NinfgFramer, format_line, parse_request, reply
-from gahp_core.server import GahpServer
+from gahp_ninfg.protocol import NinfgFramer, format_line, parse_request, reply
 
 log = logging.getLogger("gahp.ninfg")
 
 PROTOCOL_VERSION = "2.0"
+ENCODING = "utf-8"
+ERRORS = "surrogateescape"
 
 
 @attrs.frozen
@@ -42,64 +43,89 @@ class NinfgDialect(Dialect):
     def __init__(self, features: Sequence[str] = ()) -> None:
         self.features = tuple(features)
         self._quiet = False
+        self._out: list[str] = []
+        self._err: list[str] = []
+        self._framer = NinfgFramer()
 
-    def framer(self, max_line: int) -> NinfgFramer:
-        return NinfgFramer(min(max_line, 16 * 1024 * 1024))
+    def builtins(self) -> object:
+        return _Builtins(self)
 
-    def builtins(self, server_ref: list[GahpServer]) -> object:
-        return _Builtins(server_ref, self)
+    def attach(self, runtime: Runtime) -> None:
+        super().attach(runtime)
+        self._framer = NinfgFramer(min(runtime.options.max_line, 16 * 1024 * 1024))
 
-    def handle(self, server: GahpServer, framed: bytes | None) -> None:
-        out = server.out
+    def receive(self, data: bytes) -> None:
+        """Answer every complete request in ``data`` (``b""``: the input ended)."""
+        framed = self._framer.feed(data) if data else self._framer.finish()
+        for request in framed:
+            if self.runtime.stopping:
+                return
+            self._handle(request)
+
+    def data_to_send(self) -> bytes:
+        return _take(self._out)
+
+    def errors_to_send(self) -> bytes:
+        return _take(self._err)
+
+    def _handle(self, framed: bytes | None) -> None:
+        out = self._out
         if framed is None:
-            out.line(reply(False, ("request too long",)))
+            out.append(reply(False, ("request too long",)))
             return
         request = parse_request(framed)
         if request is None:
-            out.line(reply(False, ("empty request",)))
+            out.append(reply(False, ("empty request",)))
             return
-        cmd = server.commands.get(request.command)
+        cmd = self.runtime.commands.get(request.command)
         if cmd is None or cmd.asynchronous:
             log.info("unknown request %s", request.command[:80])
-            out.line(reply(False, (f"unknown request {request.command[:80]}",)))
+            out.append(reply(False, (f"unknown request {request.command[:80]}",)))
             return
         args: tuple = request.args
         if request.attributes:
             args = (*request.args, request.attributes)
         if not cmd.accepts(len(request.args)):
-            out.line(reply(False, (f"wrong number of arguments for {cmd.name}",)))
+            out.append(reply(False, (f"wrong number of arguments for {cmd.name}",)))
             return
         try:
             result = cmd.handler(args)
         except (BadRequest, Refused) as exc:
-            out.line(reply(False, (str(exc) or cmd.name + " failed",)))
+            out.append(reply(False, (str(exc) or cmd.name + " failed",)))
             return
         except Exception as exc:
             log.exception("request %s failed", cmd.name)
-            out.line(reply(False, (str(exc) or type(exc).__name__,)))
+            out.append(reply(False, (str(exc) or type(exc).__name__,)))
             return
         if isinstance(result, MultiLine):
-            out.line("".join(format_line((line,)) for line in result.lines))
+            out.append("".join(format_line((line,)) for line in result.lines))
         else:
             fields = (result,) if isinstance(result, str) else tuple(str(f) for f in result or ())
-            out.line(reply(True, fields))
+            out.append(reply(True, fields))
 
-    def notify(self, server: GahpServer, fields: Sequence[str]) -> None:
+    def notify(self, fields: Sequence[str]) -> None:
         """A notification on stderr, unless the server is stopping (EXIT, EOF)."""
-        if self._quiet or server.stopping:
+        if self._quiet or self.runtime.stopping:
             log.debug("notification after EXIT dropped: %s", " ".join(fields))
             return
-        server.err.line(format_line(fields))
+        self._err.append(format_line(fields))
 
-    def stopping(self, server: GahpServer) -> None:
+    def stopping(self) -> None:
         self._quiet = True
+
+
+def _take(pending: list[str]) -> bytes:
+    if not pending:
+        return b""
+    text = "".join(pending)
+    pending.clear()
+    return text.encode(ENCODING, ERRORS)
 
 
 class _Builtins:
     """QUERY_FEATURES and EXIT, as a plugin."""
 
-    def __init__(self, server_ref: list[GahpServer], dialect: NinfgDialect) -> None:
-        self._ref = server_ref
+    def __init__(self, dialect: NinfgDialect) -> None:
         self._dialect = dialect
 
     @hookimpl
@@ -110,14 +136,14 @@ class _Builtins:
         ]
 
     def _features(self, args: Sequence[str]) -> MultiLine:
-        server = self._ref[0]
+        runtime = self._dialect.runtime
         lines = ["SM", f"protocol_version {PROTOCOL_VERSION}"]
         lines += [f"feature {name}" for name in self._dialect.features]
-        lines += [f"request {n}" for n in server.command_names() if n != "QUERY_FEATURES"]
+        lines += [f"request {n}" for n in runtime.command_names() if n != "QUERY_FEATURES"]
         lines.append("REPLY_END")
         return MultiLine(tuple(lines))
 
     def _exit(self, args: Sequence[str]) -> tuple[str, ...]:
         self._dialect._quiet = True
-        self._ref[0].request_stop()
+        self._dialect.runtime.request_stop()
         return ()

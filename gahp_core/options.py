@@ -1,0 +1,19 @@
+"""The runtime's tunables."""
+
+from __future__ import annotations
+
+import attrs
+
+
+@attrs.frozen
+class ServerOptions:
+    """Tunables of the runtime."""
+
+    workers: int = 8
+    """Threads in the pool that runs plain (blocking) handlers."""
+    max_in_flight: int = 0
+    """Above this many pending requests answer ``F Threads limit reached``; 0: no limit."""
+    max_line: int = 64 * 1024 * 1024
+    """Longest request line accepted, in bytes."""
+    quit_grace: float = 0.5
+    """Seconds given to cancelled work and shutdown callbacks on QUIT, EOF or SIGTERM."""
