@@ -23,6 +23,7 @@ from collections.abc import Iterable, Sequence
 
 import attrs
 
+from gahp_core.errors import GahpError
 from gahp_core.escaping import LineSplitter, join, split
 from gahp_core.protocol import ERROR, FAILURE, SUCCESS, Request
 
@@ -50,7 +51,7 @@ class Closed:
     by_quit: bool
 
 
-class ProtocolMisuse(RuntimeError):
+class ProtocolMisuse(GahpError, RuntimeError):
     """The caller broke the one-reply-per-request rule (a bug in the caller)."""
 
 

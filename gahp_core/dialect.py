@@ -28,7 +28,11 @@ class Runtime(Protocol):
 
     version: Version
     options: ServerOptions
-    commands: Mapping[str, Command]
+
+    @property
+    def commands(self) -> Mapping[str, Command]:
+        """The commands backends declared, by name."""
+        ...
 
     @property
     def in_flight(self) -> int:

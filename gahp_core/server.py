@@ -305,7 +305,11 @@ async def _open_reader(
                     return
 
         task = loop.create_task(read_thread())
-        return task.cancel
+
+        def stop_reading() -> None:
+            task.cancel()
+
+        return stop_reading
 
     def stop() -> None:
         transport.close()
