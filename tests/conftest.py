@@ -8,6 +8,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from live_services import unavailable
 
 
 def slurm_conf_path() -> str | None:
@@ -104,10 +105,7 @@ def batch_env(slurm_env, sge_env):
         env = envs[key]
         if env is None:
             name, start, require = _BATCH[key]
-            reason = f"{name} is not reachable (start it with `{start}`)"
-            if os.environ.get(require) == "1":
-                pytest.fail(f"{require}=1 but {reason}", pytrace=False)
-            pytest.skip(reason)
+            unavailable(require, f"{name} is not reachable (start it with `{start}`)")
         return env
 
     return need

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from live_services import unavailable
 
 START = "bash .ci/boinc-server-up.sh"
 JOB_DEADLINE = float(os.environ.get("GAHP_BOINC_JOB_DEADLINE", "300"))
@@ -156,9 +157,7 @@ def real_boinc() -> RealBoinc:
     """The live BOINC project; skips when it is down, fails when GAHP_REQUIRE_BOINC_SERVER=1."""
     server, reason = load_real_boinc()
     if server is None:
-        if os.environ.get(REQUIRE) == "1":
-            pytest.fail(f"{REQUIRE}=1 but {reason}", pytrace=False)
-        pytest.skip(reason)
+        unavailable(REQUIRE, reason)
     return server
 
 

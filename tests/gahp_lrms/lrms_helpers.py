@@ -19,6 +19,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+from live_services import unavailable
 
 from gahp_lrms import Driver, JobInfo, JobSpec, JobStatus, get_driver
 
@@ -105,9 +106,7 @@ def _slurm_conf() -> str | None:
 
 
 def _unavailable(reason: str) -> None:
-    if os.environ.get("GAHP_REQUIRE_SLURM") == "1":
-        pytest.fail(f"GAHP_REQUIRE_SLURM=1 but {reason}", pytrace=False)
-    pytest.skip(reason)
+    unavailable("GAHP_REQUIRE_SLURM", reason)
 
 
 @pytest.fixture(scope="session")
@@ -179,10 +178,8 @@ def sge_config(sge_env: dict[str, str] | None) -> dict[str, str]:
     """Driver config for the live Grid Engine (see tests/conftest.py for how it is found);
     skips when it is down, or fails when ``GAHP_REQUIRE_SGE=1`` (CI)."""
     if sge_env is None:
-        reason = "Grid Engine is not reachable (start it with `bash .ci/sge-up.sh`)"
-        if os.environ.get("GAHP_REQUIRE_SGE") == "1":
-            pytest.fail(f"GAHP_REQUIRE_SGE=1 but {reason}", pytrace=False)
-        pytest.skip(reason)
+        unavailable("GAHP_REQUIRE_SGE",
+                    "Grid Engine is not reachable (start it with `bash .ci/sge-up.sh`)")
     config = {
         "sge_root": sge_env["SGE_ROOT"],
         "parallel_environment": SGE_PE,

@@ -20,6 +20,7 @@ from htcondor_kit import (
     read_env,
     running_emulator,
 )
+from live_services import unavailable
 
 
 # ---------------------------------------------------------------------- fixtures
@@ -52,9 +53,7 @@ def need_htcondor(htcondors) -> Callable[[str], HTCondor]:
     def need(version: str) -> HTCondor:
         condor, reason = htcondors[version]
         if condor is None:
-            if os.environ.get("GAHP_REQUIRE_HTCONDOR") == "1":
-                pytest.fail(f"GAHP_REQUIRE_HTCONDOR=1 but {reason}", pytrace=False)
-            pytest.skip(reason)
+            unavailable("GAHP_REQUIRE_HTCONDOR", reason)
         return condor
 
     return need

@@ -18,6 +18,7 @@ from typing import Any
 
 import pytest
 from htcondor_kit import DONE, HELD, HTCondor, owned
+from live_services import unavailable
 
 DEADLINE_S = float(os.environ.get("GAHP_BOINC_JOB_DEADLINE", "300"))
 INPUT = "real chain\n"  # under 30 characters: the worker app's --early_exit stays off
@@ -42,9 +43,7 @@ def real_project() -> tuple[str, str]:
             reason = f"the real BOINC project {url} does not answer ping with success"
         except OSError as exc:
             reason = f"the real BOINC project {url} does not answer ({exc})"
-    if os.environ.get("GAHP_REQUIRE_BOINC_SERVER") == "1":
-        pytest.fail(f"GAHP_REQUIRE_BOINC_SERVER=1 but {reason}", pytrace=False)
-    pytest.skip(reason)
+    unavailable("GAHP_REQUIRE_BOINC_SERVER", reason)
 
 
 @pytest.fixture(scope="module")
