@@ -19,7 +19,7 @@ from gahp_boinc.outputs import FetchRequest, OutputError
 from gahp_boinc.replies import RpcError
 from gahp_boinc.rpc import JobParams, Project
 from gahp_boinc.staging import StagingError
-from gahp_boinc.submit import JobSpec, SubmitRequest
+from gahp_boinc.submit import BoincJob, SubmitRequest
 from gahp_core import BackendContext, BadRequest, Command, Version, hookimpl
 from gahp_core.commands import out_of_service
 from gahp_core.config import ConfigError
@@ -147,7 +147,7 @@ class BoincBackend:
                 if name in names:
                     raise _bad(f"job name {name} appears twice")
                 names.add(name)
-                jobs.append(JobSpec(name=name, args=job_args, inputs=tuple(files)))
+                jobs.append(BoincJob(name=name, args=job_args, inputs=tuple(files)))
         except IndexError:
             raise _bad("BOINC_SUBMIT arguments end before the jobs it announces") from None
         rest = args[i:]

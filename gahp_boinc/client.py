@@ -48,7 +48,7 @@ from gahp_boinc.rpc import (
     Templates,
 )
 from gahp_boinc.staging import Md5Cache, StagingError, command_line
-from gahp_boinc.submit import JobSpec, SubmitReport, SubmitRequest, SubmitState, submit
+from gahp_boinc.submit import BoincJob, SubmitReport, SubmitRequest, SubmitState, submit
 
 __all__ = [
     "BatchDetail",
@@ -102,8 +102,8 @@ class Job:
     args: tuple[str, ...] = attrs.field(default=(), converter=_strings)
     inputs: tuple[Path, ...] = attrs.field(default=(), converter=_paths)
 
-    def spec(self) -> JobSpec:
-        return JobSpec(
+    def spec(self) -> BoincJob:
+        return BoincJob(
             name=self.name,
             args=self.args,
             inputs=tuple((str(p), p.name) for p in self.inputs),
@@ -408,7 +408,7 @@ class BoincClient:
         self,
         batch_name: str,
         app_name: str,
-        jobs: Sequence[Job | JobSpec],
+        jobs: Sequence[Job | BoincJob],
         params: JobParams | None = None,
         *,
         lease_seconds: float | None = None,
@@ -699,7 +699,7 @@ class SyncBoincClient:
         self,
         batch_name: str,
         app_name: str,
-        jobs: Sequence[Job | JobSpec],
+        jobs: Sequence[Job | BoincJob],
         params: JobParams | None = None,
         **kw: Any,
     ) -> SubmitReport:

@@ -28,7 +28,7 @@ HASH_GROUP_BYTES = 32 * 1024 * 1024
 
 
 @attrs.frozen
-class JobSpec:
+class BoincJob:
     """One job of a BOINC_SUBMIT request."""
 
     name: str
@@ -44,7 +44,7 @@ class SubmitRequest:
     project: Project
     batch: str
     app: str
-    jobs: tuple[JobSpec, ...]
+    jobs: tuple[BoincJob, ...]
     params: JobParams = JobParams()
 
 

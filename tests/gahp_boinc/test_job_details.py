@@ -69,7 +69,7 @@ def test_details_of_a_failed_job_from_the_emulator(tmp_path):
     """The emulator's query_completed_job fails like PHP 8's; query_batch still has the
     failed instance's exit status."""
     from gahp_boinc.staging import Md5Cache
-    from gahp_boinc.submit import JobSpec, SubmitRequest, SubmitState, submit
+    from gahp_boinc.submit import BoincJob, SubmitRequest, SubmitState, submit
 
     (tmp_path / "in.txt").write_text("an input longer than thirty characters\n")
     with EmulatorServer(state_dir=tmp_path / "emu", port=0, job_delay=0.05) as emu:
@@ -78,7 +78,7 @@ def test_details_of_a_failed_job_from_the_emulator(tmp_path):
         async def run():
             rpc = BoincRpc(BoincRpc.make_client(10), max_tries=1)
             req = SubmitRequest(project=project, batch="d", app="worker", jobs=(
-                JobSpec(name="d#0", args=("--early_exit",),
+                BoincJob(name="d#0", args=("--early_exit",),
                         inputs=((str(tmp_path / "in.txt"), "in"),)),))
 
             async def in_worker(fn, *args):
