@@ -4,9 +4,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from gahp_core.connection import PROTOCOL_COMMANDS, Closed, GahpConnection, ProtocolMisuse
-from gahp_core.escaping import join
-from gahp_core.protocol import ERROR, FAILURE, SUCCESS, Request
+from gahp_core._connection import PROTOCOL_COMMANDS, Closed, GahpConnection, ProtocolMisuse
+from gahp_core._escaping import join
+from gahp_core._protocol import ERROR, FAILURE, SUCCESS, Request
 
 BANNER = "$GahpVersion: 1.0.0 Jan 1 2026 Test\\ GAHP $"
 
@@ -270,10 +270,10 @@ def test_any_split_of_the_input_gives_the_same_session(requests, cuts):
 
 
 def test_protocol_commands_cannot_be_declared_by_a_backend():
-    from gahp_core.commands import Command
-    from gahp_core.gahp_dialect import GahpDialect
-    from gahp_core.protocol import Version
-    from gahp_core.server import GahpServer
+    from gahp_core._commands import Command
+    from gahp_core._gahp_dialect import GahpDialect
+    from gahp_core._protocol import Version
+    from gahp_core._server import GahpServer
 
     server = GahpServer(Version("1.0.0", "test"), GahpDialect())
     server.add_commands([Command("PING", lambda args: (), asynchronous=False)])

@@ -1,6 +1,6 @@
 import logging
 
-from gahp_core.logs import REDACTOR, setup_logging
+from gahp_core._logs import REDACTOR, setup_logging
 
 
 def test_secrets_are_redacted_in_log_files(tmp_path):

@@ -2,7 +2,7 @@ import datetime as dt
 
 import pytest
 
-from gahp_core.protocol import (
+from gahp_core._protocol import (
     Request,
     Version,
     format_raw,

@@ -3,11 +3,11 @@
 import asyncio
 import os
 
-from gahp_core.commands import Command
-from gahp_core.gahp_dialect import GahpDialect
-from gahp_core.options import ServerOptions
-from gahp_core.protocol import Version
-from gahp_core.server import GahpServer
+from gahp_core._commands import Command
+from gahp_core._gahp_dialect import GahpDialect
+from gahp_core._options import ServerOptions
+from gahp_core._protocol import Version
+from gahp_core._server import GahpServer
 
 
 def serve(commands: list[Command], data: bytes) -> list[bytes]:
