@@ -34,7 +34,7 @@ def read_secret_file(path: str | Path, what: str) -> str:
     """A file holding one secret token (an authenticator): its content, stripped.
 
     The secret is registered with the process-wide redactor: masked in every log line and
-    every error text (:func:`gahp_core._errors.error_text`) from then on."""
+    every error text (:func:`gahp_core.error_text`) from then on."""
     try:
         text = Path(path).expanduser().read_text().strip()
     except OSError as exc:

@@ -60,7 +60,7 @@ class GahpConnection:
 
     Call :meth:`receive_data` with each chunk read (``b""`` at end of input), then
     :meth:`next_event` until it returns ``None`` (more data needed), answering each
-    :class:`~gahp_core._protocol.Request` with exactly one ``reply*``/``accept`` call before
+    :class:`~gahp_core.Request` with exactly one ``reply*``/``accept`` call before
     asking for the next. :meth:`queue_result` may be called at any time. Whatever is to
     be written is taken with :meth:`data_to_send`.
     """

@@ -1,10 +1,10 @@
 """Dialects: what the runtime's bytes mean.
 
-The runtime (:class:`gahp_core._server.GahpServer`) reads bytes, writes bytes, runs
+The runtime (:class:`gahp_core.GahpServer`) reads bytes, writes bytes, runs
 handlers and shuts down. A dialect turns the bytes read into requests, answers them
 (starting handlers through the :class:`Runtime` it is attached to) and says what every
 server of its kind has built in; it does no I/O: the runtime takes what it has to send
-after each chunk and after each finished handler. :class:`gahp_core._gahp_dialect.GahpDialect`
+after each chunk and after each finished handler. :class:`gahp_core.GahpDialect`
 is the GAHP protocol (the default); a backend speaking another protocol returns its own
 dialect from the ``gahp_dialect`` hook (``gahp_ninfg`` does, for Ninf-G).
 """

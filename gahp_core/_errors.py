@@ -32,7 +32,7 @@ def error_text(
     the protocol escapes them within the field.
 
     Each of ``secrets`` (an authenticator, say) and every secret registered with the
-    process-wide redactor (:data:`gahp_core._logs.REDACTOR`, which ``context.redact``
+    process-wide redactor (:data:`gahp_core.REDACTOR`, which ``context.redact``
     feeds) is replaced by ``***``: a server may echo a secret in its error text.
     """
     if isinstance(exc, expected):

@@ -1,7 +1,7 @@
 """The GAHP dialect: looks requests up in the command table and answers them.
 
 The protocol's own rules (framing, escaping, the prefix, the result queue, ``R``,
-RESULTS, VERSION, QUIT) live in :class:`gahp_core._connection.GahpConnection`; this module
+RESULTS, VERSION, QUIT) live in :class:`gahp_core.GahpConnection`; this module
 adds what depends on the backend's commands: unknown commands, argument counts, request
 ids, the in-flight limit, running handlers and turning their outcome into a result line.
 """

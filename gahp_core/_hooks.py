@@ -67,7 +67,7 @@ class GahpSpec:
 
     @hookspec(firstresult=True)
     def gahp_dialect(self) -> Dialect | None:
-        """The :class:`~gahp_core._dialect.Dialect` the backend speaks (default: GAHP)."""
+        """The :class:`~gahp_core.Dialect` the backend speaks (default: GAHP)."""
 
     @hookspec
     def gahp_add_options(self, parser: argparse.ArgumentParser) -> None:

@@ -1,8 +1,9 @@
 """gahp_core's public API: the names in ``gahp_core.__all__`` (and the ``gahp_core.testing``
 kit); every other module of gahp_core is private, and nothing outside gahp_core imports one.
 
-The framework's own white-box tests (``tests/gahp_core``) may import its private modules;
-every other package, test, benchmark and documentation example goes through the root.
+The framework's own white-box tests (``tests/gahp_core``) may import from its private
+modules what is not public; every other package, test, benchmark and documentation
+example goes through the root.
 """
 
 from __future__ import annotations
@@ -81,6 +82,24 @@ def test_nothing_outside_the_core_imports_a_private_module():
         for line, what in private_imports(tree)
     ]
     assert found == [], "import these from gahp_core (or gahp_core.testing):\n" + "\n".join(found)
+
+
+def test_white_box_tests_take_public_names_from_the_root():
+    public = set(gahp_core.__all__)
+    found = []
+    for path in sorted(WHITE_BOX.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if (
+                isinstance(node, ast.ImportFrom)
+                and node.level == 0
+                and is_private(node.module or "")
+            ):
+                found += [
+                    f"{path.relative_to(ROOT)}:{node.lineno}: {alias.name}"
+                    for alias in node.names
+                    if alias.name in public
+                ]
+    assert found == [], "import these from gahp_core:\n" + "\n".join(found)
 
 
 def test_the_scan_finds_a_private_import():

@@ -3,11 +3,7 @@
 import asyncio
 import os
 
-from gahp_core._commands import Command
-from gahp_core._gahp_dialect import GahpDialect
-from gahp_core._options import ServerOptions
-from gahp_core._protocol import Version
-from gahp_core._server import GahpServer
+from gahp_core import Command, GahpDialect, GahpServer, ServerOptions, Version
 
 
 def serve(commands: list[Command], data: bytes) -> list[bytes]:

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from gahp_core._escaping import join
+from gahp_core import join
 from gahp_core._shell import RequestIds, build_request, describe_exit, main, quote_field, readable
 
 ROOT = Path(__file__).resolve().parents[2]
