@@ -13,6 +13,7 @@ import importlib
 import inspect
 import pkgutil
 import re
+import tomllib
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -195,3 +196,13 @@ def test_the_test_kit_is_importable_and_documented():
     testing = importlib.import_module("gahp_core.testing")
     for name in ("GahpClient", "GahpConformance", "GahpTimeout"):
         assert own_docstring(getattr(testing, name))
+
+
+def test_the_console_scripts_and_backends_resolve():
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    targets = [*project["scripts"].values()]
+    targets += [f"{module}:" for module in project["entry-points"]["gahp.backends"].values()]
+    for target in targets:
+        module, _, attr = target.partition(":")
+        loaded = importlib.import_module(module)
+        assert not attr or callable(getattr(loaded, attr)), target
