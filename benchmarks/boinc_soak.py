@@ -58,7 +58,7 @@ class Soak:
         """Send requests pipelined, then read their return lines."""
         ids = []
         payload = []
-        from gahp_core.escaping import join
+        from gahp_core import join
 
         for cmd, args in lines:
             self.next_id += 1

@@ -23,10 +23,15 @@ from gahp_blah.errors import BlahError
 from gahp_blah.jobids import JobId, make_job_id, parse_job_id
 from gahp_blah.status_ad import status_ad
 from gahp_blah.submit_ad import parse_submit_ad
-from gahp_core import BackendContext, Command, Version, hookimpl
-from gahp_core.commands import out_of_service
-from gahp_core.config import ConfigError
-from gahp_core.errors import error_text
+from gahp_core import (
+    BackendContext,
+    Command,
+    ConfigError,
+    Version,
+    error_text,
+    hookimpl,
+    out_of_service,
+)
 from gahp_lrms import Driver, DriverError, get_driver
 
 log = logging.getLogger("gahp.blah")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from gahp_core.app import main_for_backend
+from gahp_core import main_for_backend
 
 
 def main(argv: Sequence[str] | None = None) -> None:

@@ -20,7 +20,7 @@ from typing import Any
 
 import attrs
 
-from gahp_core.config import ConfigError, load_toml
+from gahp_core import ConfigError, load_toml
 from gahp_lrms import available_drivers
 
 

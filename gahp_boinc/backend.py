@@ -20,9 +20,15 @@ from gahp_boinc.replies import RpcError
 from gahp_boinc.rpc import JobParams, Project
 from gahp_boinc.staging import StagingError
 from gahp_boinc.submit import BoincJob, SubmitRequest
-from gahp_core import BackendContext, BadRequest, Command, Version, hookimpl
-from gahp_core.commands import out_of_service
-from gahp_core.config import ConfigError
+from gahp_core import (
+    BackendContext,
+    BadRequest,
+    Command,
+    ConfigError,
+    Version,
+    hookimpl,
+    out_of_service,
+)
 
 log = logging.getLogger("gahp.boinc")
 

@@ -14,7 +14,7 @@ from typing import Any
 import attrs
 
 from gahp_boinc.rpc import Project
-from gahp_core.config import ConfigError, load_toml, read_secret_file
+from gahp_core import ConfigError, load_toml, read_secret_file
 
 
 @attrs.frozen

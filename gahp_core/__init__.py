@@ -2,25 +2,108 @@
 
 A backend declares its commands; the core speaks the whole protocol: escaping, the
 return and result lines, RESULTS, async notification, response prefixes and shutdown.
+
+Everything a backend (or a program driving one) needs is importable from here; the
+modules whose names start with an underscore are the implementation and may change
+without notice. :mod:`gahp_core.testing` is the public test kit, and ``__version__``
+the version of the ``gahp`` distribution.
 """
 
-__version__ = "0.1.0"
+__version__ = "0.1.0"  # first: the modules below import it
 
-from gahp_core.commands import BadRequest, Command, Refused, async_command, sync_command
-from gahp_core.errors import GahpError, error_text
-from gahp_core.hooks import BackendContext, hookimpl
-from gahp_core.protocol import Version
+from gahp_core._app import add_core_options, build_server, dialect_of, main_for_backend, run
+from gahp_core._commands import (
+    BadRequest,
+    Command,
+    Refused,
+    Unavailable,
+    async_command,
+    out_of_service,
+    sync_command,
+)
+from gahp_core._config import ConfigError, load_toml, read_secret_file
+from gahp_core._connection import PROTOCOL_COMMANDS, Closed, GahpConnection, ProtocolMisuse
+from gahp_core._dialect import Dialect, Runtime
+from gahp_core._errors import GahpError, error_text
+from gahp_core._escaping import LineSplitter, escape, join, split
+from gahp_core._gahp_dialect import GahpDialect
+from gahp_core._hooks import (
+    ENTRY_POINT_GROUP,
+    BackendContext,
+    BackendNotFound,
+    GahpSpec,
+    available_backends,
+    hookimpl,
+    load_backend,
+    plugin_manager,
+)
+from gahp_core._logs import REDACTOR
+from gahp_core._options import ServerOptions
+from gahp_core._protocol import (
+    ERROR,
+    FAILURE,
+    SUCCESS,
+    THREADS_LIMIT_REACHED,
+    Request,
+    Version,
+    format_line,
+    format_return,
+    parse_banner,
+    parse_reqid,
+    parse_request,
+)
+from gahp_core._server import GahpServer
 
 __all__ = [
+    "ENTRY_POINT_GROUP",
+    "ERROR",
+    "FAILURE",
+    "PROTOCOL_COMMANDS",
+    "REDACTOR",
+    "SUCCESS",
+    "THREADS_LIMIT_REACHED",
     "BackendContext",
+    "BackendNotFound",
     "BadRequest",
+    "Closed",
     "Command",
+    "ConfigError",
+    "Dialect",
+    "GahpConnection",
+    "GahpDialect",
     "GahpError",
+    "GahpServer",
+    "GahpSpec",
+    "LineSplitter",
+    "ProtocolMisuse",
     "Refused",
+    "Request",
+    "Runtime",
+    "ServerOptions",
+    "Unavailable",
     "Version",
     "__version__",
+    "add_core_options",
     "async_command",
+    "available_backends",
+    "build_server",
+    "dialect_of",
     "error_text",
+    "escape",
+    "format_line",
+    "format_return",
     "hookimpl",
+    "join",
+    "load_backend",
+    "load_toml",
+    "main_for_backend",
+    "out_of_service",
+    "parse_banner",
+    "parse_reqid",
+    "parse_request",
+    "plugin_manager",
+    "read_secret_file",
+    "run",
+    "split",
     "sync_command",
 ]

@@ -1,5 +1,5 @@
 """``python -m gahp_core``: the same as ``gahp-server``."""
 
-from gahp_core.cli import main
+from gahp_core._cli import main
 
 main()

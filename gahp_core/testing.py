@@ -16,9 +16,9 @@ import threading
 import time
 from collections.abc import Mapping, Sequence
 
-from gahp_core.errors import GahpError
-from gahp_core.escaping import join, split
-from gahp_core.protocol import Version, parse_banner
+from gahp_core._errors import GahpError
+from gahp_core._escaping import join, split
+from gahp_core._protocol import Version, parse_banner
 
 
 def proc_status(pid: int, key: str) -> int:

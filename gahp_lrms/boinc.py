@@ -60,7 +60,7 @@ from gahp_boinc.replies import RpcError
 from gahp_boinc.rpc import CompletedJob, JobDetail, JobParams, Project, Templates
 from gahp_boinc.staging import StagingError, check_input, command_line
 from gahp_boinc.submit import BoincJob, SubmitRequest
-from gahp_core.config import ConfigError, read_secret_file
+from gahp_core import ConfigError, read_secret_file
 from gahp_lrms.base import Driver
 from gahp_lrms.model import DriverError, JobInfo, JobSpec, JobStatus
 from gahp_lrms.registry import RegistryHolder

@@ -14,8 +14,7 @@ import os
 import sys
 from collections.abc import Sequence
 
-from gahp_core import __version__
-from gahp_core.app import main_for_backend
+from gahp_core import __version__, main_for_backend
 
 
 def _run(driver: str, prog: str, argv: Sequence[str] | None) -> None:

@@ -14,9 +14,7 @@ from collections.abc import Sequence
 
 import attrs
 
-from gahp_core.commands import BadRequest, Command, Refused
-from gahp_core.dialect import Dialect, Runtime
-from gahp_core.hooks import BackendContext, hookimpl
+from gahp_core import BackendContext, BadRequest, Command, Dialect, Refused, Runtime, hookimpl
 from gahp_ninfg.protocol import NinfgFramer, format_line, parse_request, reply
 
 log = logging.getLogger("gahp.ninfg")

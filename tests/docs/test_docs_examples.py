@@ -35,7 +35,7 @@ from pathlib import Path
 
 import pytest
 
-from gahp_core.escaping import split
+from gahp_core import split
 from gahp_core.testing import GahpClient
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -9,7 +9,7 @@ from gahp_blah import BlahError
 from gahp_blah.arguments import SyntaxProblem
 from gahp_blah.backend import Failure, _errors
 from gahp_blah.jobids import BadJobId, parse_job_id
-from gahp_core.logs import REDACTOR
+from gahp_core import REDACTOR
 from gahp_lrms import DriverError
 
 AUTH = "0123456789abcdef0123456789abcdef_s3cr3t"

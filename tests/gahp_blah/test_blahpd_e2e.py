@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from gahp_core.escaping import split
+from gahp_core import split
 from gahp_core.testing import GahpClient, GahpConformance
 
 BLAHPD = [sys.executable, "-m", "gahp_blah"]

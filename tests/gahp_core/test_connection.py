@@ -4,9 +4,17 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from gahp_core.connection import PROTOCOL_COMMANDS, Closed, GahpConnection, ProtocolMisuse
-from gahp_core.escaping import join
-from gahp_core.protocol import ERROR, FAILURE, SUCCESS, Request
+from gahp_core import (
+    ERROR,
+    FAILURE,
+    PROTOCOL_COMMANDS,
+    SUCCESS,
+    Closed,
+    GahpConnection,
+    ProtocolMisuse,
+    Request,
+    join,
+)
 
 BANNER = "$GahpVersion: 1.0.0 Jan 1 2026 Test\\ GAHP $"
 
@@ -270,10 +278,7 @@ def test_any_split_of_the_input_gives_the_same_session(requests, cuts):
 
 
 def test_protocol_commands_cannot_be_declared_by_a_backend():
-    from gahp_core.commands import Command
-    from gahp_core.gahp_dialect import GahpDialect
-    from gahp_core.protocol import Version
-    from gahp_core.server import GahpServer
+    from gahp_core import Command, GahpDialect, GahpServer, Version
 
     server = GahpServer(Version("1.0.0", "test"), GahpDialect())
     server.add_commands([Command("PING", lambda args: (), asynchronous=False)])

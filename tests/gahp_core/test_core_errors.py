@@ -6,11 +6,17 @@ import pytest
 from exception_roots import exception_classes, strays
 
 import gahp_core
-from gahp_core.commands import BadRequest, Refused, Unavailable
-from gahp_core.config import ConfigError, read_secret_file
-from gahp_core.errors import GahpError, error_text
-from gahp_core.hooks import BackendNotFound
-from gahp_core.logs import REDACTOR
+from gahp_core import (
+    REDACTOR,
+    BackendNotFound,
+    BadRequest,
+    ConfigError,
+    GahpError,
+    Refused,
+    Unavailable,
+    error_text,
+    read_secret_file,
+)
 from gahp_core.testing import GahpTimeout
 
 AUTH = "0123456789abcdef0123456789abcdef_s3cr3t"

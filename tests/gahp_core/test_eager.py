@@ -9,7 +9,7 @@ import contextvars
 
 import pytest
 
-from gahp_core.eager import EagerStarter
+from gahp_core._eager import EagerStarter
 
 VAR: contextvars.ContextVar[str] = contextvars.ContextVar("VAR", default="caller")
 

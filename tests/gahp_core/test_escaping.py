@@ -1,7 +1,7 @@
 from hypothesis import given
 from hypothesis import strategies as st
 
-from gahp_core.escaping import LineSplitter, escape, join, split
+from gahp_core import LineSplitter, escape, join, split
 
 args_strategy = st.lists(st.text(), min_size=1, max_size=8)
 

@@ -1,6 +1,7 @@
 import logging
 
-from gahp_core.logs import REDACTOR, setup_logging
+from gahp_core import REDACTOR
+from gahp_core._logs import setup_logging
 
 
 def test_secrets_are_redacted_in_log_files(tmp_path):

@@ -3,11 +3,7 @@
 import asyncio
 import os
 
-from gahp_core.commands import Command
-from gahp_core.gahp_dialect import GahpDialect
-from gahp_core.options import ServerOptions
-from gahp_core.protocol import Version
-from gahp_core.server import GahpServer
+from gahp_core import Command, GahpDialect, GahpServer, ServerOptions, Version
 
 
 def serve(commands: list[Command], data: bytes) -> list[bytes]:

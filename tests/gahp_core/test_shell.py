@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from gahp_core.escaping import join
-from gahp_core.shell import RequestIds, build_request, describe_exit, main, quote_field, readable
+from gahp_core import join
+from gahp_core._shell import RequestIds, build_request, describe_exit, main, quote_field, readable
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "docs" / "examples"
@@ -31,7 +31,7 @@ class Terminal:
         env = dict(os.environ, HOME=str(home), TERM="dumb", PYTHONPATH=str(EXAMPLES))
         env.pop("INPUTRC", None)
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "gahp_core.shell", *args],
+            [sys.executable, "-m", "gahp_core._shell", *args],
             stdin=slave,
             stdout=slave,
             stderr=slave,

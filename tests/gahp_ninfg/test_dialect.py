@@ -6,11 +6,7 @@ from typing import Any
 
 import attrs
 
-from gahp_core.app import dialect_of
-from gahp_core.commands import Command
-from gahp_core.hooks import load_backend, plugin_manager
-from gahp_core.options import ServerOptions
-from gahp_core.protocol import Version
+from gahp_core import Command, ServerOptions, Version, dialect_of, load_backend, plugin_manager
 from gahp_ninfg.dialect import NinfgDialect
 
 
@@ -87,7 +83,7 @@ def test_the_backend_brings_its_dialect_through_the_hook():
 
 def test_the_core_imports_no_dialect_but_gahp():
     code = (
-        "import sys, gahp_core.app, gahp_core.cli, gahp_core.testing, gahp_core.shell;"
+        "import sys, gahp_core, gahp_core._cli, gahp_core.testing, gahp_core._shell;"
         "print(sorted(m for m in sys.modules if 'ninfg' in m))"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)

@@ -19,7 +19,7 @@ from collections.abc import Callable, Mapping, Sequence
 
 import attrs
 
-from gahp_core.escaping import escape, split
+from gahp_core import escape, split
 from gahp_core.testing import proc_status
 
 RESULT_TIMEOUT = 60.0

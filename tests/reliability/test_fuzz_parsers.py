@@ -13,8 +13,7 @@ from hypothesis import strategies as st
 
 from gahp_blah.arguments import SyntaxProblem, parse_env_v1, parse_env_v2, split_v1, split_v2
 from gahp_blah.submit_ad import SubmitError, parse_submit_ad
-from gahp_core.escaping import LineSplitter, escape, join, split
-from gahp_core.protocol import parse_reqid, parse_request
+from gahp_core import LineSplitter, escape, join, parse_reqid, parse_request, split
 
 FUZZ = settings(max_examples=300, deadline=None, derandomize=True)
 

@@ -12,13 +12,13 @@ from collections.abc import Sequence
 import pluggy
 
 from gahp_core import __version__
-from gahp_core.config import ConfigError
-from gahp_core.dialect import Dialect
-from gahp_core.gahp_dialect import GahpDialect
-from gahp_core.hooks import BackendContext, BackendNotFound, load_backend, plugin_manager
-from gahp_core.logs import REDACTOR, logs_to_file, setup_logging
-from gahp_core.protocol import Version
-from gahp_core.server import GahpServer, ServerOptions
+from gahp_core._config import ConfigError
+from gahp_core._dialect import Dialect
+from gahp_core._gahp_dialect import GahpDialect
+from gahp_core._hooks import BackendContext, BackendNotFound, load_backend, plugin_manager
+from gahp_core._logs import REDACTOR, logs_to_file, setup_logging
+from gahp_core._protocol import Version
+from gahp_core._server import GahpServer, ServerOptions
 
 log = logging.getLogger("gahp")
 

@@ -1,10 +1,10 @@
 """Dialects: what the runtime's bytes mean.
 
-The runtime (:class:`gahp_core.server.GahpServer`) reads bytes, writes bytes, runs
+The runtime (:class:`gahp_core.GahpServer`) reads bytes, writes bytes, runs
 handlers and shuts down. A dialect turns the bytes read into requests, answers them
 (starting handlers through the :class:`Runtime` it is attached to) and says what every
 server of its kind has built in; it does no I/O: the runtime takes what it has to send
-after each chunk and after each finished handler. :class:`gahp_core.gahp_dialect.GahpDialect`
+after each chunk and after each finished handler. :class:`gahp_core.GahpDialect`
 is the GAHP protocol (the default); a backend speaking another protocol returns its own
 dialect from the ``gahp_dialect`` hook (``gahp_ninfg`` does, for Ninf-G).
 """
@@ -15,9 +15,9 @@ import abc
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol
 
-from gahp_core.commands import Command
-from gahp_core.options import ServerOptions
-from gahp_core.protocol import Version
+from gahp_core._commands import Command
+from gahp_core._options import ServerOptions
+from gahp_core._protocol import Version
 
 Done = Callable[[Any, "BaseException | None"], None]
 """Called with a handler's value (or None) and its exception (or None) when it finishes."""

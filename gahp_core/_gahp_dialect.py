@@ -1,7 +1,7 @@
 """The GAHP dialect: looks requests up in the command table and answers them.
 
 The protocol's own rules (framing, escaping, the prefix, the result queue, ``R``,
-RESULTS, VERSION, QUIT) live in :class:`gahp_core.connection.GahpConnection`; this module
+RESULTS, VERSION, QUIT) live in :class:`gahp_core.GahpConnection`; this module
 adds what depends on the backend's commands: unknown commands, argument counts, request
 ids, the in-flight limit, running handlers and turning their outcome into a result line.
 """
@@ -15,11 +15,11 @@ from typing import Any
 
 import attrs
 
-from gahp_core.commands import BadRequest, Command, Refused
-from gahp_core.connection import PROTOCOL_COMMANDS, Closed, GahpConnection
-from gahp_core.dialect import Dialect, Runtime
-from gahp_core.hooks import BackendContext, hookimpl
-from gahp_core.protocol import ERROR, FAILURE, SUCCESS, THREADS_LIMIT_REACHED, parse_reqid
+from gahp_core._commands import BadRequest, Command, Refused
+from gahp_core._connection import PROTOCOL_COMMANDS, Closed, GahpConnection
+from gahp_core._dialect import Dialect, Runtime
+from gahp_core._hooks import BackendContext, hookimpl
+from gahp_core._protocol import ERROR, FAILURE, SUCCESS, THREADS_LIMIT_REACHED, parse_reqid
 
 log = logging.getLogger("gahp.server")
 

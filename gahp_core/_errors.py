@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from gahp_core.logs import MIN_SECRET, REDACTED, REDACTOR
+from gahp_core._logs import MIN_SECRET, REDACTED, REDACTOR
 
 
 class GahpError(Exception):
@@ -32,7 +32,7 @@ def error_text(
     the protocol escapes them within the field.
 
     Each of ``secrets`` (an authenticator, say) and every secret registered with the
-    process-wide redactor (:data:`gahp_core.logs.REDACTOR`, which ``context.redact``
+    process-wide redactor (:data:`gahp_core.REDACTOR`, which ``context.redact``
     feeds) is replaced by ``***``: a server may echo a secret in its error text.
     """
     if isinstance(exc, expected):

@@ -23,9 +23,9 @@ from collections.abc import Iterable, Sequence
 
 import attrs
 
-from gahp_core.errors import GahpError
-from gahp_core.escaping import LineSplitter, join, split
-from gahp_core.protocol import ERROR, FAILURE, SUCCESS, Request
+from gahp_core._errors import GahpError
+from gahp_core._escaping import LineSplitter, join, split
+from gahp_core._protocol import ERROR, FAILURE, SUCCESS, Request
 
 ENCODING = "utf-8"
 ERRORS = "surrogateescape"
@@ -60,7 +60,7 @@ class GahpConnection:
 
     Call :meth:`receive_data` with each chunk read (``b""`` at end of input), then
     :meth:`next_event` until it returns ``None`` (more data needed), answering each
-    :class:`~gahp_core.protocol.Request` with exactly one ``reply*``/``accept`` call before
+    :class:`~gahp_core.Request` with exactly one ``reply*``/``accept`` call before
     asking for the next. :meth:`queue_result` may be called at any time. Whatever is to
     be written is taken with :meth:`data_to_send`.
     """

@@ -7,8 +7,8 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from gahp_core.errors import GahpError
-from gahp_core.logs import REDACTOR
+from gahp_core._errors import GahpError
+from gahp_core._logs import REDACTOR
 
 
 class ConfigError(GahpError):
@@ -34,7 +34,7 @@ def read_secret_file(path: str | Path, what: str) -> str:
     """A file holding one secret token (an authenticator): its content, stripped.
 
     The secret is registered with the process-wide redactor: masked in every log line and
-    every error text (:func:`gahp_core.errors.error_text`) from then on."""
+    every error text (:func:`gahp_core.error_text`) from then on."""
     try:
         text = Path(path).expanduser().read_text().strip()
     except OSError as exc:

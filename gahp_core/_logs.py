@@ -46,7 +46,8 @@ class Redactor(logging.Filter):
 
 
 REDACTOR = Redactor()
-"""The process-wide redactor every handler set up by :func:`setup_logging` uses."""
+"""The process-wide redactor: every log handler the server sets up masks the secrets
+registered with ``REDACTOR.add(secret)`` (``read_secret_file`` registers what it reads)."""
 
 
 def _file_handler(path: Path) -> logging.Handler:

@@ -4,7 +4,7 @@ Everything runs on one asyncio event loop. The runtime reads chunks of input and
 them to the dialect, writes whatever the dialect has to send after each chunk and after
 each finished handler, runs handlers (coroutines on the loop, plain functions in a
 bounded thread pool) and shuts down. What the bytes mean (GAHP, or another protocol a
-backend brings) is the dialect's business: see :mod:`gahp_core.dialect`.
+backend brings) is the dialect's business: see :mod:`gahp_core._dialect`.
 """
 
 from __future__ import annotations
@@ -22,11 +22,11 @@ import sys
 from collections.abc import Awaitable, Callable, Coroutine, Iterable, Sequence
 from typing import Any, BinaryIO
 
-from gahp_core.commands import Command
-from gahp_core.dialect import Dialect, Done
-from gahp_core.eager import EagerStarter
-from gahp_core.options import ServerOptions
-from gahp_core.protocol import Version
+from gahp_core._commands import Command
+from gahp_core._dialect import Dialect, Done
+from gahp_core._eager import EagerStarter
+from gahp_core._options import ServerOptions
+from gahp_core._protocol import Version
 
 log = logging.getLogger("gahp.server")
 
@@ -100,7 +100,7 @@ class GahpServer:
         """Run ``cmd``'s handler on ``parsed``; ``done`` gets its outcome (not if cancelled).
 
         A coroutine handler starts at once, in this call, in a task on the loop (see
-        :mod:`gahp_core.eager`); if it finishes without waiting, ``done`` is called before
+        :mod:`gahp_core._eager`); if it finishes without waiting, ``done`` is called before
         this returns. A plain handler runs in the worker pool.
         """
         loop = self._loop

@@ -7,8 +7,8 @@ import sys
 from collections.abc import Sequence
 
 from gahp_core import __version__
-from gahp_core.app import add_core_options, exit_now, run
-from gahp_core.hooks import BackendNotFound, available_backends, load_backend, plugin_manager
+from gahp_core._app import add_core_options, exit_now, run
+from gahp_core._hooks import BackendNotFound, available_backends, load_backend, plugin_manager
 
 
 def main(argv: Sequence[str] | None = None) -> None:

@@ -7,13 +7,16 @@ from collections.abc import Iterable, Sequence
 
 import attrs
 
-from gahp_core.escaping import escape, join, split
+from gahp_core._escaping import escape, join, split
 
 _MONTHS = ("Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec")
 
 SUCCESS = "S"
+"""The return code ``S``: the request is done (synchronous) or accepted (asynchronous)."""
 FAILURE = "F"
+"""The return code ``F``: a synchronous command refused or failed, or too many in flight."""
 ERROR = "E"
+"""The return code ``E``: an unknown command or a malformed request."""
 
 _NONZERO = frozenset("123456789")
 

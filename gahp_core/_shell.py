@@ -26,9 +26,9 @@ from types import FrameType
 from typing import TextIO
 
 from gahp_core import __version__
-from gahp_core.errors import GahpError
-from gahp_core.escaping import join, split
-from gahp_core.protocol import parse_reqid
+from gahp_core._errors import GahpError
+from gahp_core._escaping import join, split
+from gahp_core._protocol import parse_reqid
 from gahp_core.testing import GahpClient, GahpTimeout
 
 try:  # line editing and history where the platform has them

@@ -8,7 +8,7 @@ from typing import Any, Generic, TypeVar, overload
 
 import attrs
 
-from gahp_core.errors import GahpError
+from gahp_core._errors import GahpError
 
 
 class BadRequest(GahpError):
@@ -64,7 +64,7 @@ class Command(Generic[P]):
     the event loop, a plain function in the worker pool. If it raises, the result is
     ``error_result(message)``.
 
-    A coroutine handler starts at once, in a task (see :mod:`gahp_core.eager`), right
+    A coroutine handler starts at once, in a task (see :mod:`gahp_core._eager`), right
     after the ``S`` return line is queued and before the next request is read: one that
     never waits has its result queued before the next request too.
     """

@@ -16,18 +16,20 @@ from typing import TYPE_CHECKING, Any
 import attrs
 import pluggy
 
-from gahp_core.commands import Command
-from gahp_core.errors import GahpError
-from gahp_core.protocol import Version
+from gahp_core._commands import Command
+from gahp_core._errors import GahpError
+from gahp_core._protocol import Version
 
 if TYPE_CHECKING:
-    from gahp_core.dialect import Dialect
+    from gahp_core._dialect import Dialect
 
 PROJECT_NAME = "gahp"
 ENTRY_POINT_GROUP = "gahp.backends"
+"""The entry-point group a backend registers its plugin module under."""
 
 hookspec = pluggy.HookspecMarker(PROJECT_NAME)
 hookimpl = pluggy.HookimplMarker(PROJECT_NAME)
+"""The marker for a backend's implementations of the ``GahpSpec`` hooks."""
 
 
 @attrs.define
@@ -65,7 +67,7 @@ class GahpSpec:
 
     @hookspec(firstresult=True)
     def gahp_dialect(self) -> Dialect | None:
-        """The :class:`~gahp_core.dialect.Dialect` the backend speaks (default: GAHP)."""
+        """The :class:`~gahp_core.Dialect` the backend speaks (default: GAHP)."""
 
     @hookspec
     def gahp_add_options(self, parser: argparse.ArgumentParser) -> None:
