@@ -15,10 +15,8 @@ from gahp_boinc import __version__
 from gahp_boinc.client import BoincClient
 from gahp_boinc.config import BoincConfig, load_config
 from gahp_boinc.errors import BoincError
-from gahp_boinc.outputs import FetchRequest, OutputError
-from gahp_boinc.replies import RpcError
+from gahp_boinc.outputs import FetchRequest
 from gahp_boinc.rpc import JobParams, Project
-from gahp_boinc.staging import StagingError
 from gahp_boinc.submit import BoincJob, SubmitRequest
 from gahp_core import (
     BackendContext,
@@ -26,6 +24,7 @@ from gahp_core import (
     Command,
     ConfigError,
     Version,
+    error_text,
     hookimpl,
     out_of_service,
 )
@@ -323,22 +322,16 @@ def _guard(handler, deadline: float = COMMAND_DEADLINE):
         project = parsed[0] if isinstance(parsed, tuple) and parsed else None
         auth = project.authenticator if isinstance(project, Project) else ""
 
-        def hide(text: str) -> str:
-            return text.replace(auth, "***") if auth else text
-
         try:
             return await asyncio.wait_for(handler(parsed), deadline)
         except TimeoutError:
             raise _Reported(
                 f"no answer from the project within {deadline:g} s (the command was cancelled)"
             ) from None
-        except (RpcError, StagingError, OutputError, NoProject) as exc:
-            raise _Reported(hide(str(exc))) from None
-        except OSError as exc:
-            raise _Reported(hide(f"local file error: {exc}")) from None
         except Exception as exc:
-            log.exception("unexpected failure")
-            raise _Reported(hide(f"internal error: {type(exc).__name__}: {exc}")) from None
+            if not isinstance(exc, (BoincError, OSError)):
+                log.exception("unexpected failure")
+            raise _Reported(error_text(exc, [auth], expected=BoincError)) from None
 
     run.__name__ = getattr(handler, "__name__", "handler")
     return run

@@ -60,7 +60,7 @@ from gahp_boinc.replies import RpcError
 from gahp_boinc.rpc import CompletedJob, JobDetail, JobParams, Project, Templates
 from gahp_boinc.staging import StagingError, check_input, command_line
 from gahp_boinc.submit import BoincJob, SubmitRequest
-from gahp_core import ConfigError, read_secret_file
+from gahp_core import ConfigError, error_text, read_secret_file
 from gahp_lrms.base import Driver
 from gahp_lrms.model import DriverError, JobInfo, JobSpec, JobStatus
 from gahp_lrms.registry import RegistryHolder
@@ -204,7 +204,7 @@ class BoincDriver(RegistryHolder, Driver):
                 f"the BOINC project did not answer in {self.rpc_timeout:g} s"
             ) from None
         except BoincError as exc:
-            raise DriverError(str(exc)) from None
+            raise DriverError(error_text(exc, expected=BoincError)) from None
 
     def _project(self, url: str | None, auth_file: str | None) -> Project:
         url, auth_file = self._resolve(url, auth_file)
