@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -158,15 +159,23 @@ def test_cancel_running_job(blah, lrms, program, tmp_path):
     blah.wait(jobid, 3)
 
 
-def test_hold_and_resume(blah, lrms, program, tmp_path):
+def _slurm_node_cpus(env: dict[str, str] | None) -> int:
+    """The CPUs Slurm gives its node (not this machine's count: slurm.conf says)."""
+    proc = subprocess.run(["sinfo", "-h", "-o", "%c"], capture_output=True, text=True,
+                          timeout=30, env=env)
+    words = proc.stdout.split()
+    return int(words[0]) if words and words[0].isdigit() else os.cpu_count() or 1
+
+
+def test_hold_and_resume(blah, lrms, program, tmp_path, slurm_env):
     blocker = None
     if lrms in ("slurm", "pbs"):
-        # keep the next job pending: fill the node first
+        # keep the next job pending: fill the node first (one task per CPU Slurm has there)
         res = blah.submit(
             Cmd=str(program),
             Iwd=str(tmp_path),
             Environment="BT_SLEEP=120",
-            HostSMPSize=os.cpu_count(),
+            NodeNumber=_slurm_node_cpus(slurm_env),
             Out="b",
             Err="be",
             gridtype="slurm",  # PBS here is Slurm's commands: the same node

@@ -95,7 +95,11 @@ def test_a_job_runs_on_the_real_volunteer_and_completes(chains, version):
     ad = _final(condor, cluster)
     assert ad is not None, f"not finished within {DEADLINE_S:.0f} s"
     assert ad["JobStatus"] == DONE, ad.get("HoldReason")
-    history = condor.in_history([cluster])[(cluster, 0)]
+    deadline = time.monotonic() + 60  # a completed job reaches the history file soon after
+    while (cluster, 0) not in (found := condor.in_history([cluster])):
+        assert time.monotonic() < deadline, "completed, but not in condor_history after 60 s"
+        time.sleep(1)
+    history = found[(cluster, 0)]
     assert history["JobStatus"] == DONE and history.get("ExitCode") == 0, history
     assert (d / "result.txt").read_text() == INPUT.upper()
     assert (d / "job.err").exists()
