@@ -99,14 +99,18 @@ class HTCondor:
         return json.loads(text) if text else []
 
     def ads(self, clusters: Iterable[int]) -> dict[tuple[int, int], dict[str, Any]]:
-        """The job ads of these clusters, (cluster, proc) -> ad; the queue wins over history."""
+        """The job ads of these clusters, (cluster, proc) -> ad; the queue wins over history.
+
+        The queue is read first: the schedd writes a job's history record before the job
+        leaves the queue, so a job that leaves between the two reads is in the second one
+        (read the other way round, it could be in neither)."""
         ids = sorted(set(clusters))
         if not ids:
             return {}
         constraint = " || ".join(f"ClusterId == {c}" for c in ids)
+        queued = {(a["ClusterId"], a["ProcId"]): a for a in self._json("condor_q", constraint)}
         out = {(a["ClusterId"], a["ProcId"]): a for a in self._json("condor_history", constraint)}
-        for ad in self._json("condor_q", constraint):
-            out[(ad["ClusterId"], ad["ProcId"])] = ad
+        out.update(queued)
         return out
 
     def remove(self, clusters: Iterable[int], deadline_s: float = 30) -> None:
