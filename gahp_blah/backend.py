@@ -8,6 +8,7 @@ checks: 4 for submit, 5 for status, 3 for the others.
 from __future__ import annotations
 
 import argparse
+import asyncio
 import getpass
 import logging
 import os
@@ -71,8 +72,13 @@ string as it stands."""
 class BlahBackend:
     """Drivers by gridtype, created on first use and shared by the worker threads."""
 
-    def __init__(self, config: BlahConfig) -> None:
+    def __init__(
+        self,
+        config: BlahConfig,
+        event_loop: Callable[[], asyncio.AbstractEventLoop | None] = lambda: None,
+    ) -> None:
         self.config = config
+        self._event_loop = event_loop
         self._drivers: dict[str, Driver] = {}
         self._lock = threading.Lock()
 
@@ -86,9 +92,21 @@ class BlahBackend:
             drv = self._drivers.get(lrms)
             if drv is None:
                 options = self.config.driver_options.get(lrms, {})
-                drv = get_driver(lrms, options, self.config.state_dir / lrms)
+                drv = get_driver(
+                    lrms, options, self.config.state_dir / lrms, loop=self._event_loop()
+                )
                 self._drivers[lrms] = drv
             return drv
+
+    async def aclose(self) -> None:
+        """At shutdown: let each driver made end its waits and release what it holds."""
+        with self._lock:
+            drivers = list(self._drivers.values())
+        for drv in drivers:
+            try:
+                await drv.aclose()
+            except Exception:
+                log.exception("closing the %s driver failed", drv.name)
 
     def _job(self, text: str) -> tuple[JobId, Driver]:
         jid = parse_job_id(text)
@@ -214,4 +232,6 @@ def gahp_commands(context: BackendContext) -> list[Command]:
             f"{getpass.getuser()} ({exc.strerror}): requests will fail until it is writable "
             "(set state_dir or --state-dir to a directory each job owner can write)"
         )
-    return BlahBackend(config).commands()
+    backend = BlahBackend(config, context.event_loop)
+    context.on_shutdown(backend.aclose)
+    return backend.commands()

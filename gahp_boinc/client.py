@@ -123,6 +123,13 @@ class BatchStates:
         return {name: state for jobs in self.batches for name, state in jobs}
 
 
+def _running_loop() -> asyncio.AbstractEventLoop | None:
+    try:
+        return asyncio.get_running_loop()
+    except RuntimeError:
+        return None
+
+
 async def _default_worker(fn: Callable[..., T], *args: Any) -> T:
     return await asyncio.get_running_loop().run_in_executor(None, fn, *args)
 
@@ -536,11 +543,15 @@ class BoincClient:
 class SyncBoincClient:
     """:class:`BoincClient` with blocking methods, for scripts and threads.
 
-    The asynchronous client runs on an event loop of its own in a daemon thread; each
-    method waits for its result (at most ``call_timeout`` seconds when set: then the call
-    is cancelled and :class:`TimeoutError` raised). Methods may be called from any number
-    of threads at once. Arguments are those of :class:`BoincClient`. Use it as a context
-    manager or call :meth:`close`.
+    The asynchronous client runs on an event loop: by default one of its own, in a daemon
+    thread; with ``loop=`` an event loop that another thread runs (a server's), so that a
+    program keeps one loop. Each method waits for its result (at most ``call_timeout``
+    seconds when set: then the call is cancelled and :class:`TimeoutError` raised). Methods
+    may be called from any number of threads at once, never from the loop's own thread
+    (await the client's methods there). Other arguments are those of
+    :class:`BoincClient`. Use it as a context manager or call :meth:`close` (or, on the
+    loop's thread, ``await`` :meth:`aclose`); closing cancels the calls still waiting, which
+    then raise :class:`BoincError`.
     """
 
     def __init__(
@@ -549,20 +560,32 @@ class SyncBoincClient:
         authenticator: str | None = None,
         *,
         call_timeout: float | None = None,
+        loop: asyncio.AbstractEventLoop | None = None,
         **options: Any,
     ) -> None:
         self.call_timeout = call_timeout
-        self._loop = asyncio.new_event_loop()
-        self._thread = threading.Thread(
-            target=self._loop.run_forever, name="boinc-client-loop", daemon=True
-        )
-        self._thread.start()
+        self._pending: set[concurrent.futures.Future[Any]] = set()
+        self._pending_lock = threading.Lock()
+        self._closed = False
+        self._thread: threading.Thread | None = None
+        if loop is not None:
+            self._loop = loop
+            if not loop.is_running() or _running_loop() is loop:
+                # Not served yet, or we are on it: the client binds to the loop on first use.
+                self.client: BoincClient = BoincClient(url, authenticator, **options)
+                return
+        else:
+            self._loop = asyncio.new_event_loop()
+            self._thread = threading.Thread(
+                target=self._loop.run_forever, name="boinc-client-loop", daemon=True
+            )
+            self._thread.start()
 
         async def make() -> BoincClient:
             return BoincClient(url, authenticator, **options)
 
         try:
-            self.client: BoincClient = self.run(make())
+            self.client = self.run(make())
         except BaseException:
             self._stop()
             raise
@@ -570,35 +593,76 @@ class SyncBoincClient:
     def __repr__(self) -> str:
         return f"<SyncBoincClient {self.client!r}>"
 
+    @property
+    def loop(self) -> asyncio.AbstractEventLoop:
+        """The event loop the asynchronous client runs on."""
+        return self._loop
+
     def run(self, coro: Coroutine[Any, Any, T], timeout: float | None = None) -> T:
         """Run a coroutine on the client's loop (e.g. one of ``self.client``'s methods)."""
-        if threading.current_thread() is self._thread:
+        if _running_loop() is self._loop:
             coro.close()
             raise RuntimeError("SyncBoincClient called from its own event loop: await instead")
+        if self._closed or self._loop.is_closed():
+            coro.close()
+            raise BoincError("the BOINC client is closed")
         fut = asyncio.run_coroutine_threadsafe(coro, self._loop)
+        with self._pending_lock:
+            self._pending.add(fut)
         limit = self.call_timeout if timeout is None else timeout
         try:
             return fut.result(limit)
+        except concurrent.futures.CancelledError:
+            raise BoincError("the call was cancelled: the BOINC client is closing") from None
         except concurrent.futures.TimeoutError:
-            if fut.done():  # the coroutine's own TimeoutError (e.g. of wait), or just finished
+            if fut.done() and not fut.cancelled():
+                # the coroutine's own TimeoutError (e.g. of wait), or it just finished
                 return fut.result()
             fut.cancel()
             raise TimeoutError(f"no answer from the BOINC project in {limit:g} s") from None
+        finally:
+            with self._pending_lock:
+                self._pending.discard(fut)
+
+    def _cancel_pending(self) -> None:
+        self._closed = True
+        with self._pending_lock:
+            pending = list(self._pending)
+        for fut in pending:
+            fut.cancel()
 
     def _stop(self) -> None:
+        if self._thread is None:  # not our loop
+            return
         self._loop.call_soon_threadsafe(self._loop.stop)
         self._thread.join(10)
         if not self._thread.is_alive():
             self._loop.close()
 
     def close(self) -> None:
-        """Close the connections and stop the loop."""
-        if self._loop.is_closed():
+        """Cancel the calls still waiting, close the connections (and stop an own loop)."""
+        if self._closed or self._loop.is_closed():
             return
+        if _running_loop() is self._loop:
+            raise RuntimeError("SyncBoincClient closed from its own event loop: await aclose()")
+        self._cancel_pending()
         try:
-            self.run(self.client.aclose(), timeout=10)
+            fut = asyncio.run_coroutine_threadsafe(self.client.aclose(), self._loop)
+            fut.result(10)
+        except (concurrent.futures.TimeoutError, RuntimeError):
+            pass
         finally:
             self._stop()
+
+    async def aclose(self) -> None:
+        """:meth:`close`, from a coroutine on any loop (on the client's own loop too)."""
+        if self._closed or self._loop.is_closed():
+            return
+        if _running_loop() is self._loop:
+            self._cancel_pending()
+            await self.client.aclose()
+        else:
+            await asyncio.get_running_loop().run_in_executor(None, self.close)
 
     def __enter__(self) -> SyncBoincClient:
         return self
@@ -719,5 +783,3 @@ class SyncBoincClient:
 
     def retire(self, batch_name: str, **kw: Any) -> None:
         return self.run(self.client.retire(batch_name, **kw))
-
-

@@ -74,6 +74,7 @@ def build_server(pm: pluggy.PluginManager, options: argparse.Namespace) -> GahpS
         run_in_worker=server.run_in_worker,
         spawn=server.spawn,
         notify=server.notify,
+        event_loop=server.event_loop,
         warn=warn,
     )
     server.add_commands(c for group in pm.hook.gahp_commands(context=context) for c in group)

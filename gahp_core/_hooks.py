@@ -7,6 +7,7 @@ entry-point group ``gahp.backends``; the entry point's name is the backend's nam
 from __future__ import annotations
 
 import argparse
+import asyncio
 import importlib
 import importlib.metadata
 import logging
@@ -46,6 +47,13 @@ class BackendContext:
     """``spawn(coroutine)``: run background work on the loop; cancelled at shutdown."""
     notify: Callable[[Sequence[str]], None] = attrs.field(default=None)
     """``notify(fields)``: an asynchronous notification, in dialects that have them."""
+    event_loop: Callable[[], asyncio.AbstractEventLoop | None] = attrs.field(
+        default=lambda: None
+    )
+    """``event_loop()``: the server's event loop while it serves (None before). Blocking
+    handlers in the worker pool run coroutines on it with
+    ``asyncio.run_coroutine_threadsafe``: a backend then keeps one loop, and one
+    connection pool, for its coroutine and its blocking commands."""
     shutdown_callbacks: list[Callable[[], Any]] = attrs.field(factory=list)
     warn: Callable[[str], None] = attrs.field(
         default=lambda message: logging.getLogger("gahp").warning("%s", message)

@@ -77,6 +77,10 @@ class GahpServer:
         """Whether shutdown has begun."""
         return self._stopping is not None and self._stopping.is_set()
 
+    def event_loop(self) -> asyncio.AbstractEventLoop | None:
+        """The loop the server runs on while it serves (None before)."""
+        return self._loop
+
     def command_names(self) -> list[str]:
         """Every command this server answers, sorted."""
         return list(self._names)

@@ -4,10 +4,14 @@
 ``sge`` (Grid Engine), ``boinc`` (a BOINC project, through gahp_boinc).
 Third-party drivers register with :func:`register_driver` or the ``gahp.lrms`` entry-point
 group (a ``Driver`` subclass, or a callable with the same signature as the constructor).
+A driver whose constructor also takes a keyword ``loop`` is given the server's running
+event loop, to run its coroutines there (see :func:`get_driver`).
 """
 
 from __future__ import annotations
 
+import asyncio
+import inspect
 from collections.abc import Callable, Mapping
 from importlib.metadata import entry_points
 from pathlib import Path
@@ -27,7 +31,8 @@ __all__ = [
     "register_driver",
 ]
 
-DriverFactory = Callable[[Mapping[str, Any], Path], Driver]
+DriverFactory = Callable[..., Driver]
+"""``factory(config, state_dir)``, or ``factory(config, state_dir, loop=...)``."""
 
 _BUILTIN = {
     "fork": "gahp_lrms.fork:ForkDriver",
@@ -62,9 +67,17 @@ def _load(name: str) -> DriverFactory | None:
     return None
 
 
-def get_driver(name: str, config: Mapping[str, Any] | None, state_dir: Path) -> Driver:
+def get_driver(
+    name: str,
+    config: Mapping[str, Any] | None,
+    state_dir: Path,
+    *,
+    loop: asyncio.AbstractEventLoop | None = None,
+) -> Driver:
     """A driver for batch system ``name`` with its ``config``; ``state_dir`` holds whatever it
-    must keep across server restarts (created if missing)."""
+    must keep across server restarts (created if missing). ``loop``: the server's event loop,
+    running in another thread, for a driver that takes one (its methods, called from worker
+    threads, then run their coroutines on it instead of on a loop of their own)."""
     factory = _load(name)
     if factory is None:
         raise DriverError(
@@ -75,4 +88,18 @@ def get_driver(name: str, config: Mapping[str, Any] | None, state_dir: Path) -> 
         state_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
     except OSError as exc:
         raise DriverError(f"cannot create state directory {state_dir}: {exc}") from exc
+    if loop is not None and _takes_loop(factory):
+        return factory(dict(config or {}), state_dir, loop=loop)
     return factory(dict(config or {}), state_dir)
+
+
+def _takes_loop(factory: DriverFactory) -> bool:
+    try:
+        params = inspect.signature(factory).parameters.values()
+    except (TypeError, ValueError):
+        return False
+    return any(
+        (p.name == "loop" and p.kind in (p.KEYWORD_ONLY, p.POSITIONAL_OR_KEYWORD))
+        or p.kind is p.VAR_KEYWORD
+        for p in params
+    )

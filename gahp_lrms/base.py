@@ -71,6 +71,11 @@ class Driver(abc.ABC):
     def ping(self) -> None:
         """Return if the batch system answers; raise :class:`DriverError` otherwise."""
 
+    async def aclose(self) -> None:  # noqa: B027 (optional, empty by default)
+        """Called once when the server stops, on its event loop: end waits and release
+        what the driver holds. Jobs must survive it (a new driver object on the same
+        ``state_dir`` takes them over). By default nothing."""
+
 
 class CommandDriver(RegistryHolder, Driver):
     """A batch system driven through its command-line tools (Slurm, PBS, Grid Engine).

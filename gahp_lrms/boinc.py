@@ -2,8 +2,7 @@
 
 HTCondor 10 dropped its ``boinc`` grid type but still speaks BLAH (``grid_resource =
 batch boinc``); this driver maps the BLAH job model onto BOINC's with gahp_boinc's
-:class:`~gahp_boinc.client.BoincClient` (its blocking form, :class:`SyncBoincClient`) and
-its MD5 staging:
+:class:`~gahp_boinc.client.BoincClient` and its MD5 staging:
 
 - one BLAH job is one BOINC job; Cmd names the BOINC application (its last path component:
   HTCondor sends the executable joined to Iwd);
@@ -29,6 +28,12 @@ Status comes from a :class:`~gahp_lrms.registry.StatusRegistry`: one query_batch
 project and ``status_interval`` names every tracked batch; jobs it finds DONE or ERROR are
 left to the per-job path, which fetches outputs or failure details first.
 
+The driver's methods block (blahpd calls them from its worker pool); the BOINC client's
+coroutines run on blahpd's event loop (``loop=``), so blahpd keeps one loop and one
+connection pool; a driver made without one runs them on a loop of its own. At shutdown
+(:meth:`BoincDriver.aclose`) the calls still waiting are cancelled and the jobs still
+queued are left for the next process, which submits them.
+
 What the driver knows of each job is kept under ``state_dir`` (never the authenticator),
 so ids stay valid across blahpd restarts, after the batch is retired too; queued jobs found
 at start are submitted unless the project already has their batch with them (never twice).
@@ -36,6 +41,7 @@ at start are submitted unless the project already has their batch with them (nev
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import fcntl
 import json
@@ -123,7 +129,13 @@ class BoincDriver(RegistryHolder, Driver):
         }
     ) | RegistryHolder.registry_keys
 
-    def __init__(self, config: Mapping[str, Any], state_dir: Path) -> None:
+    def __init__(
+        self,
+        config: Mapping[str, Any],
+        state_dir: Path,
+        *,
+        loop: asyncio.AbstractEventLoop | None = None,
+    ) -> None:
         super().__init__(config, state_dir)
         self.jobs_dir = self.state_dir / "jobs"
         self.queued_dir = self.state_dir / "queued"
@@ -145,18 +157,24 @@ class BoincDriver(RegistryHolder, Driver):
         except (TypeError, ValueError) as exc:
             raise DriverError(f"boinc driver: bad numeric option ({exc})") from None
         # The driver's methods block (blahpd calls them from its worker threads): they wait
-        # on the client's own event loop, which holds the connection pool, the MD5 cache
-        # and the submission state (staging lock, retry bookkeeping) for every project.
+        # for the client's coroutines on ``loop`` (blahpd's), or on a loop of the client's
+        # own. The client holds the connection pool, the MD5 cache and the submission state
+        # (staging lock, retry bookkeeping) for every project.
         try:
             self.boinc = SyncBoincClient(
                 timeout=float(config.get("timeout", 60)),
                 verify=verify,
                 retries=int(config.get("retries", 4)),
                 lease_seconds=self.lease_seconds,
+                loop=loop,
             )
         except (TypeError, ValueError) as exc:
             raise DriverError(f"boinc driver: bad option ({exc})") from None
         self.client = self.boinc.client
+        log.debug(
+            "BOINC requests run on %s",
+            "the server's event loop" if loop is not None else "an event loop of their own",
+        )
         self._locks: dict[str, threading.Lock] = {}
         self._locks_guard = threading.Lock()
         # queued jobs and their groups
@@ -164,6 +182,7 @@ class BoincDriver(RegistryHolder, Driver):
         self._groups: dict[tuple[Any, ...], _Group] = {}
         self._queued: set[str] = set()
         self._flusher: threading.Thread | None = None
+        self._closing = False
         self._submitters = ThreadPoolExecutor(4, thread_name_prefix="boinc-batch")
         # application templates, per (project URL, app): (expiry, templates)
         self._templates: dict[tuple[str, str], tuple[float, Templates]] = {}
@@ -329,6 +348,8 @@ class BoincDriver(RegistryHolder, Driver):
             rec = self._load(job) or rec
             if rec["state"] != SUBMITTED:
                 self._forget(job)
+                if not rec.get("final"):
+                    raise DriverError("the job was not submitted: blahpd is stopping")
                 raise DriverError(rec["final"]["hold_reason"])
             return job
         key = (url, auth_file, app, attrs.astuple(params))
@@ -442,6 +463,8 @@ class BoincDriver(RegistryHolder, Driver):
             self._submitters.submit(self._recover)
         while True:
             with self._cond:
+                if self._closing:
+                    return
                 now = time.monotonic()
                 due = [g for g in self._groups.values() if g.due <= now]
                 if not due:
@@ -493,6 +516,9 @@ class BoincDriver(RegistryHolder, Driver):
                 params=group.params,
             )
             error = self._submit_with_retries(req, names)
+            if error is not None and self._closing:
+                log.info("batch %s left queued for the next process: stopping", group.batch)
+                return
             if error is None:
                 for rec in ok:
                     rec["state"] = SUBMITTED
@@ -515,6 +541,8 @@ class BoincDriver(RegistryHolder, Driver):
                     self._hold(rec, reason)
                 self._drop_batch_record(group.batch)
         except Exception as exc:  # never leave a job queued forever
+            if self._closing:
+                return
             log.exception("submitting batch %s failed", group.batch)
             for rec in group.jobs:
                 if rec.get("state") == QUEUED:
@@ -530,7 +558,12 @@ class BoincDriver(RegistryHolder, Driver):
         error = ""
         for attempt in range(self.submit_attempts):
             if attempt:
-                time.sleep(min(30.0, 2.0 * 2 ** (attempt - 1)))
+                with self._cond:
+                    self._cond.wait_for(
+                        lambda: self._closing, min(30.0, 2.0 * 2 ** (attempt - 1))
+                    )
+                if self._closing:
+                    return error
                 try:
                     if self._batch_has(req.project, req.batch, names):
                         return None
@@ -620,7 +653,10 @@ class BoincDriver(RegistryHolder, Driver):
                         self._cond.notify_all()
                     return
                 log.warning("batch %s of queued jobs: %s (retrying)", batch, exc)
-                time.sleep(min(60.0, 2.0 * attempt))
+                with self._cond:
+                    self._cond.wait_for(lambda: self._closing, min(60.0, 2.0 * attempt))
+                if self._closing:
+                    return
         if found:
             log.info("batch %s of %d queued jobs was submitted before a restart", batch, len(recs))
             for rec in recs:
@@ -952,6 +988,15 @@ class BoincDriver(RegistryHolder, Driver):
                 if left <= 0:
                     raise DriverError(f"BOINC job {native_id} is still being submitted")
                 self._cond.wait(left)
+
+    async def aclose(self) -> None:
+        """Stop: cancel the BOINC calls still waiting (their requests fail) and leave the
+        jobs still queued, durable, to the next process on this state directory."""
+        with self._cond:
+            self._closing = True
+            self._cond.notify_all()
+        self._submitters.shutdown(wait=False, cancel_futures=True)
+        await self.boinc.aclose()
 
     def hold(self, native_id: str) -> None:
         raise DriverError("BOINC jobs cannot be held: a volunteer may be running them")

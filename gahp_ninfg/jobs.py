@@ -255,6 +255,7 @@ class JobManager:
         for job in unfinished:
             self._cleanup(job)
         shutil.rmtree(self.scratch_root, ignore_errors=True)
+        await self.driver.aclose()
 
 
 def _summary(infos: Sequence[JobInfo]) -> str:

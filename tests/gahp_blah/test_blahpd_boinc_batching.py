@@ -329,3 +329,32 @@ def test_window_zero_is_a_batch_per_job_on_the_project_when_submit_returns(tmp_p
         assert all(b["state"] == 4 for b in batches(emulator) if b["njobs"])
     finally:
         blah.c.close()
+
+
+def test_quit_during_a_submission_leaves_its_jobs_to_the_next_blahpd(tmp_path, emulator):
+    """The driver's BOINC requests run on blahpd's event loop; QUIT cancels those still
+    waiting, so blahpd stops at once (not after rpc_timeout, 280 s), and the jobs of the
+    cancelled submission are neither held nor lost: the next blahpd finds them on the
+    project (or submits them), each once."""
+    blah = Blah(tmp_path, emulator, window=0.2)
+    try:
+        blah.inputs(3)
+        emulator.inject_fault("delay", 1, rpc="submit_batch", seconds=5)
+        ids = blah.submit_all([blah.job(i) for i in range(3)])
+        wait_for(lambda: emulator.stats.get("submit_batch"))  # the submission is waiting
+        assert blah.c.quit(timeout=60) == 0
+        log = blah.log.read_text()
+        assert "BOINC requests run on the server's event loop" in log
+        assert "left queued for the next process" in log
+        # the project still ends the request it was given (as PHP does)
+        wait_for(lambda: len(workunits(emulator)) == 3)
+        blah.start()
+        for i, jobid in enumerate(ids):
+            info = blah.wait(jobid, COMPLETED, HELD)
+            assert "HoldReason" not in info, info
+            assert info["ExitCode"] == 0, info
+            assert (blah.work / f"res.{i}").read_text() == f"JOB {i}\n"
+        assert set(workunits(emulator)) == {native(j) for j in ids}
+        assert len(batches(emulator)) == 1
+    finally:
+        blah.c.close()

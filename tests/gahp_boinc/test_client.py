@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import threading
 import time
 import zipfile
 from collections.abc import Iterator
@@ -361,3 +362,58 @@ def test_the_sync_client_refuses_a_call_from_its_own_loop(emu):
         with pytest.raises(RuntimeError, match="own event loop"):
             c.run(inside(), timeout=5)
         c.ping()  # still usable
+
+
+@pytest.fixture
+def other_loop() -> Iterator[asyncio.AbstractEventLoop]:
+    """An event loop another thread runs, as a server's."""
+    loop = asyncio.new_event_loop()
+    thread = threading.Thread(target=loop.run_forever, name="server-loop")
+    thread.start()
+    yield loop
+    loop.call_soon_threadsafe(loop.stop)
+    thread.join(10)
+    loop.close()
+
+
+def test_the_sync_client_can_run_on_a_loop_another_thread_runs(emu, other_loop):
+    before = {t.name for t in threading.enumerate()}
+    c = SyncBoincClient(emu.url, emu.authenticator, loop=other_loop)
+    assert c.loop is other_loop
+    assert {t.name for t in threading.enumerate()} == before  # no loop thread of its own
+
+    async def where() -> asyncio.AbstractEventLoop:
+        await c.client.ping()
+        return asyncio.get_running_loop()
+
+    assert c.run(where(), timeout=30) is other_loop
+    c.ping()
+    c.close()
+    assert other_loop.is_running()  # not the client's to stop
+    with pytest.raises(BoincError, match="closed"):
+        c.ping()
+
+
+def test_closing_cancels_the_calls_still_waiting(emu, other_loop):
+    emu.inject_fault("delay", count=1, rpc="ping", seconds=30)
+    c = SyncBoincClient(emu.url, emu.authenticator, loop=other_loop)
+    outcome: list[BaseException | None] = []
+
+    def call() -> None:
+        try:
+            c.ping()
+            outcome.append(None)
+        except BaseException as exc:
+            outcome.append(exc)
+
+    caller = threading.Thread(target=call)
+    caller.start()
+    deadline = time.monotonic() + 10
+    while not c._pending:
+        assert time.monotonic() < deadline, "the call never started"
+        time.sleep(0.01)
+    asyncio.run_coroutine_threadsafe(c.aclose(), other_loop).result(10)
+    caller.join(10)
+    assert not caller.is_alive(), "the call still waits for the project"
+    (exc,) = outcome
+    assert isinstance(exc, BoincError) and "closing" in str(exc), exc

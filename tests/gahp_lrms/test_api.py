@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+
 import pytest
 
 from gahp_lrms import (
@@ -78,6 +80,43 @@ def test_register_custom_driver(tmp_path):
 
     register_driver("dummy", Dummy)
     assert get_driver("dummy", {}, tmp_path).submit(JobSpec("/bin/x")) == "1"
+
+
+def test_a_driver_that_takes_a_loop_gets_the_servers_and_others_keep_their_signature(
+    tmp_path,
+):
+    made: list[tuple[str, object]] = []
+
+    class Plain(Driver):
+        name = "plain"
+        submit = status = cancel = hold = resume = lambda self, *a: None  # noqa: E731
+        ping = lambda self: None  # noqa: E731
+
+    class Looped(Plain):
+        name = "looped"
+
+        def __init__(self, config, state_dir, *, loop=None):
+            super().__init__(config, state_dir)
+            made.append(("looped", loop))
+
+    def factory(config, state_dir):  # a callable with the documented signature only
+        made.append(("factory", None))
+        return Plain(config, state_dir)
+
+    register_driver("plain", Plain)
+    register_driver("looped", Looped)
+    register_driver("factory", factory)
+    loop = asyncio.new_event_loop()
+    try:
+        assert isinstance(get_driver("plain", {}, tmp_path / "p", loop=loop), Plain)
+        get_driver("looped", {}, tmp_path / "l", loop=loop)
+        get_driver("looped", {}, tmp_path / "l")
+        get_driver("factory", {}, tmp_path / "f", loop=loop)
+    finally:
+        loop.close()
+    assert made == [("looped", loop), ("looped", None), ("factory", None)]
+    # the base class's shutdown hook exists and does nothing
+    asyncio.run(Plain({}, tmp_path / "p").aclose())
 
 
 def test_commands_fail_with_clear_errors(tmp_path):
