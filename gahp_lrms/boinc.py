@@ -474,7 +474,10 @@ class BoincDriver(RegistryHolder, Driver):
                 for key in [k for k, g in self._groups.items() if g.due <= now]:
                     del self._groups[key]
             for group in due:
-                self._submitters.submit(self._submit_group, group)
+                try:
+                    self._submitters.submit(self._submit_group, group)
+                except RuntimeError:  # shut down meanwhile: the jobs stay queued, durable
+                    return
 
     def _submit_group(self, group: _Group) -> None:
         """Submit a group's jobs as one batch; hold them all with the reason if it fails."""
