@@ -567,28 +567,17 @@ class SyncBoincClient:
         self._pending: set[concurrent.futures.Future[Any]] = set()
         self._pending_lock = threading.Lock()
         self._closed = False
+        # The client binds to its loop on first use (like httpx's), so it is made here.
+        self.client = BoincClient(url, authenticator, **options)
         self._thread: threading.Thread | None = None
         if loop is not None:
             self._loop = loop
-            if not loop.is_running() or _running_loop() is loop:
-                # Not served yet, or we are on it: the client binds to the loop on first use.
-                self.client: BoincClient = BoincClient(url, authenticator, **options)
-                return
         else:
             self._loop = asyncio.new_event_loop()
             self._thread = threading.Thread(
                 target=self._loop.run_forever, name="boinc-client-loop", daemon=True
             )
             self._thread.start()
-
-        async def make() -> BoincClient:
-            return BoincClient(url, authenticator, **options)
-
-        try:
-            self.client = self.run(make())
-        except BaseException:
-            self._stop()
-            raise
 
     def __repr__(self) -> str:
         return f"<SyncBoincClient {self.client!r}>"
@@ -624,7 +613,8 @@ class SyncBoincClient:
             with self._pending_lock:
                 self._pending.discard(fut)
 
-    def _cancel_pending(self) -> None:
+    def _refuse_calls(self) -> None:
+        """No new calls from now on; those still waiting are cancelled."""
         self._closed = True
         with self._pending_lock:
             pending = list(self._pending)
@@ -645,7 +635,7 @@ class SyncBoincClient:
             return
         if _running_loop() is self._loop:
             raise RuntimeError("SyncBoincClient closed from its own event loop: await aclose()")
-        self._cancel_pending()
+        self._refuse_calls()
         try:
             fut = asyncio.run_coroutine_threadsafe(self.client.aclose(), self._loop)
             fut.result(10)
@@ -659,7 +649,7 @@ class SyncBoincClient:
         if self._closed or self._loop.is_closed():
             return
         if _running_loop() is self._loop:
-            self._cancel_pending()
+            self._refuse_calls()
             await self.client.aclose()
         else:
             await asyncio.get_running_loop().run_in_executor(None, self.close)
