@@ -14,6 +14,7 @@ import threading
 import time
 import traceback
 from collections import Counter
+from collections.abc import Callable
 from email.utils import formatdate
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -277,6 +278,7 @@ class EmulatorServer:
         max_file_size: int = 2 * 1024 * 1024,
         max_post_size: int = 8 * 1024 * 1024,
         log: TextIO | None = None,
+        clock: Callable[[], float] = time.time,
     ) -> None:
         if not allow_remote and not is_loopback(host):
             raise ValueError(f"refusing to serve on non-loopback host {host!r} "
@@ -301,6 +303,8 @@ class EmulatorServer:
         #: cancel the unfinished jobs of a batch past its expire_time (a project running an
         #: expiry daemon); False: as a plain BOINC 8.3 project, which never does
         self.expire_batches = expire_batches
+        #: the project's wall clock (tests pin it to replay a captured session)
+        self.clock = clock
         self.faults = FaultInjector()
         self.errors: list[str] = []
         self._log_stream = log
@@ -321,7 +325,7 @@ class EmulatorServer:
     def start(self) -> EmulatorServer:
         """Open the state, bind, and serve in background threads."""
         self._stopping.clear()
-        self.store = Store(self.state_dir, self.mod_time_resolution)
+        self.store = Store(self.state_dir, self.mod_time_resolution, clock=self.clock)
         self.store.default_authenticator()
         self._project = ProjectPages(self.store, self.config)
         family = socket.AF_INET6 if ":" in self.host else socket.AF_INET

@@ -6,6 +6,7 @@ The scenario replays the captured session: same batch and job names, same reques
 from __future__ import annotations
 
 import re
+import time
 
 import pytest
 from emu_helpers import Boinc, expected, phys_name
@@ -14,6 +15,15 @@ IN1 = b"hello boinc one\n"
 IN2 = b"hello boinc two\n"
 A, B = phys_name(IN1), phys_name(IN2)
 EXPIRE = "1795347314.000000"
+CAPTURED_AT = 1795343714.0  # the captured session ran an hour before its batch expired
+
+
+@pytest.fixture
+def server(make_server):
+    """The project's clock runs from the capture's time, so the batch's fixed expire_time
+    lies an hour ahead whatever today's date (the expiry sweep would otherwise cancel it)."""
+    start = time.monotonic()
+    return make_server(clock=lambda: CAPTURED_AT + (time.monotonic() - start))
 
 
 def mask(body: bytes) -> bytes:
