@@ -41,7 +41,7 @@ def gahp_version() -> Version:
 def gahp_add_options(parser: argparse.ArgumentParser) -> None:
     g = parser.add_argument_group("Ninf-G")
     g.add_argument(
-        "--driver", default="fork", help="job driver: fork, slurm, pbs, sge (default fork)"
+        "--driver", default="fork", help="job driver: fork, slurm, pbs, sge, lsf (default fork)"
     )
     g.add_argument(
         "--driver-option",

@@ -1,10 +1,13 @@
-"""``ng_invoke_server.Fork``, ``.Slurm`` and ``.SGE``: the executables Ninf-G runs.
+"""``ng_invoke_server.Fork``, ``.Slurm``, ``.SGE``, ``.PBS`` and ``.LSF``: the executables
+Ninf-G runs.
 
 The Ninf-G client passes nothing but ``-l <logfile>``; everything else comes in the
-requests. Driver options can be given in the environment: ``NG_INVOKE_SLURM_CONF`` (the
-Slurm configuration) — and Slurm's own ``SLURM_CONF`` is honoured as usual;
-``NG_INVOKE_SGE_PE`` (the Grid Engine parallel environment for jobs with ``count`` > 1) —
-Grid Engine itself is found through ``SGE_ROOT``/``SGE_CELL``/``SGE_QMASTER_PORT``.
+requests. Driver options can be given in the environment: ``NG_INVOKE_BIN_DIR`` (where the
+batch system's commands are, e.g. ``/opt/pbs/bin``: a PATH may hold another system's
+``qsub``), ``NG_INVOKE_SLURM_CONF`` (the Slurm configuration) — and Slurm's own
+``SLURM_CONF`` is honoured as usual; ``NG_INVOKE_SGE_PE`` (the Grid Engine parallel
+environment for jobs with ``count`` > 1) — Grid Engine itself is found through
+``SGE_ROOT``/``SGE_CELL``/``SGE_QMASTER_PORT``, LSF through ``LSF_ENVDIR``.
 """
 
 from __future__ import annotations
@@ -25,6 +28,9 @@ def _run(driver: str, prog: str, argv: Sequence[str] | None) -> None:
     inner = ["--driver", driver]
     if args.l:
         inner += ["--log", args.l]
+    bin_dir = os.environ.get("NG_INVOKE_BIN_DIR")
+    if driver != "fork" and bin_dir:
+        inner += ["--driver-option", f"bin_dir={bin_dir}"]
     conf = os.environ.get("NG_INVOKE_SLURM_CONF")
     if driver in ("slurm", "pbs") and conf:
         inner += ["--driver-option", f"slurm_conf={conf}"]
@@ -47,3 +53,13 @@ def slurm_main(argv: Sequence[str] | None = None) -> None:
 def sge_main(argv: Sequence[str] | None = None) -> None:
     """Jobs go to (Son of) Grid Engine."""
     _run("sge", "ng_invoke_server.SGE", argv)
+
+
+def pbs_main(argv: Sequence[str] | None = None) -> None:
+    """Jobs go to PBS (PBS Professional/OpenPBS, or Torque-style commands)."""
+    _run("pbs", "ng_invoke_server.PBS", argv)
+
+
+def lsf_main(argv: Sequence[str] | None = None) -> None:
+    """Jobs go to LSF (IBM Spectrum LSF, OpenLava, volclava)."""
+    _run("lsf", "ng_invoke_server.LSF", argv)
