@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import abc
+import contextlib
 import os
 import re
 import subprocess
@@ -153,13 +154,19 @@ class CommandDriver(RegistryHolder, Driver):
         return str(Path(self.bin_dir) / name) if self.bin_dir else name
 
     def _run(
-        self, name: str, *args: str, check: bool = True, timeout: float | None = None
+        self,
+        name: str,
+        *args: str,
+        check: bool = True,
+        timeout: float | None = None,
+        cwd: Path | None = None,
     ) -> subprocess.CompletedProcess[str]:
         return run_command(
             [self.command_path(name), *args],
             timeout=self.timeout if timeout is None else timeout,
             env=self.env,
             check=check,
+            cwd=cwd,
         )
 
     def _wait_until_not_running(self, native_id: str) -> None:
@@ -191,6 +198,32 @@ class CommandDriver(RegistryHolder, Driver):
             raise DriverError(
                 f"{self.system} job {native_id} cannot be held: it is {info.status.name}"
             )
+
+    # ------------------------------------------------------------------ job marks
+    def _mark(self, kind: str, native_id: str) -> Path:
+        """The file that notes job ``native_id`` in ``state_dir/<kind>/``."""
+        return self.state_dir / kind / native_id
+
+    def _record(self, kind: str, native_id: str, *, required: bool = True) -> None:
+        """Note the job in ``state_dir/<kind>/`` (e.g. ``cancelled``: the server removed
+        it, so it is REMOVED, not COMPLETED, once it ends). A mark that cannot be written
+        raises :class:`DriverError` when ``required``."""
+        path = self._mark(kind, native_id)
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.touch()
+        except OSError as exc:
+            if required:
+                raise DriverError(f"cannot record job {native_id} in {path.parent}: {exc}") from exc
+
+    def _unrecord(self, kind: str, native_id: str) -> None:
+        """Drop the job's ``kind`` mark, if any."""
+        with contextlib.suppress(OSError):
+            self._mark(kind, native_id).unlink(missing_ok=True)
+
+    def _cancelled(self, native_id: str) -> bool:
+        """Whether the server cancelled the job (see :meth:`_record`)."""
+        return self._mark("cancelled", native_id).exists()
 
     def _check_id(self, native_id: str) -> str:
         if not isinstance(native_id, str) or not self.job_id.match(native_id):

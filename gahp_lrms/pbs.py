@@ -1,29 +1,56 @@
-"""The ``pbs`` driver: qsub/qstat/qdel/qhold/qrls (PBS/Torque syntax).
+"""The ``pbs`` driver: qsub/qstat/qdel/qhold/qrls, for PBS Professional/OpenPBS and for
+Torque-style commands.
 
-Written against Debian's ``slurm-wlm-torque`` wrappers (PBS commands over Slurm), and kept to
-the plain PBS options.  Those wrappers run ``sbatch`` through a shell, so no user string is
-ever put on the qsub command line: queue and project must match ``[A-Za-z0-9_.@-]+`` (else
-DriverError), the job name is sanitised, and arguments, environment, working directory and
-stream paths are shell-quoted inside the script (see :mod:`gahp_lrms.script`).  The script
-file is written to ``state_dir/pbs`` (a path checked to be shell-safe) and deleted after
-submission.  ``count`` > 1 runs the instances from a shell loop on the first node.
+Two kinds of PBS answer to the same command names, and the driver tells them apart by asking
+``qstat --version`` once (``flavor = "auto"``, the default): PBS Professional and OpenPBS
+print ``pbs_version = ...``; anything else (Torque, or Debian's ``slurm-wlm-torque`` wrappers
+of Slurm) is Torque-style.  ``flavor = "pbspro"`` or ``"torque"`` skips the question.
+``bin_dir`` names the directory of the commands (e.g. ``/opt/pbs/bin``): ``/usr/bin/qsub``
+may well be another system's.
 
-``qstat`` has no exit status and shows a held job as ``Q``, so when Slurm's ``scontrol``
-is available (``slurm_status``, default true) the driver asks it for held-ness and exit codes
-(see :class:`gahp_lrms.slurm.SlurmDriver.lookup`).  The status registry (see
-:mod:`gahp_lrms.registry`) is then kept current by Slurm's bulk query (one ``squeue``, one
-``sacct``); without Slurm, by one ``qstat -f`` for all jobs (jobs that left it are asked
-one by one).  ``qhold`` of a running job is refused with
-a DriverError (PBS cannot hold a running job without checkpointing).
+Submission (both kinds): a ``/bin/sh`` script (see :mod:`gahp_lrms.script`: arguments,
+environment, working directory and stream paths are shell-quoted inside it), written to
+``state_dir/pbs`` (a path checked to be shell-safe), given to ``qsub`` by path from that
+directory, and deleted afterwards.  No user string is put on the qsub command line unchecked:
+queue and project must match ``[A-Za-z0-9_.@-]+`` (else DriverError), the job name is
+sanitised.  The job's own ``-o``/``-e`` are ``/dev/null``: the script redirects the streams.
+The job starts with the environment PBS gives it (the owner's login environment and
+``PBS_*``) plus the spec's ``environment``.
+
+PBS Professional:
+
+* Resources in its syntax: ``-l select=N:ncpus=M:mem=Xmb`` (N = ``nodes``, default 1; M =
+  ``cpus_per_node``, or the instances per node of ``count``; X = ``memory_mb``, the job's
+  total, shared out among the N chunks), ``-l walltime=HH:MM:SS``; the chunks' placement
+  is the site's default ``place``.
+  ``qsub -f`` (no lingering per-user qsub daemon), ``-h`` for a held start.
+* Status: one ``qstat -x -f -F json <ids>`` per ``status_interval`` for all tracked jobs
+  (history included, so finished jobs keep their ``Exit_status``): 0-255 is the job's exit
+  code, 256+N means killed by signal N, a negative value means PBS could not run the job.
+  A job PBS does not know is REMOVED when job history is on (``job_history_enable``: it
+  never existed, or its history expired), else COMPLETED with its exit status unknown.
+* Cancel: the job is recorded as cancelled (``state_dir/cancelled``), then ``qdel``; from
+  then on it is REMOVED (PBS kills it within the queue's ``kill_delay``; nothing waits for
+  that).  ``qdel`` of a finished job (exit status 35) leaves it COMPLETED.
+* Hold: ``qhold`` of a queued job (state ``H``); a running job cannot be held (``qhold``
+  would only mark it for a later requeue): DriverError.  ``resume``: ``qrls``.
+
+Torque-style commands: ``-l nodes=N:ppn=M``, ``ncpus``, ``mem``, ``walltime``.  ``qstat``
+there has no exit status and shows a held job as ``Q``, so when Slurm's ``scontrol`` is
+available (``slurm_status``, default true) Slurm is asked for held-ness and exit codes, and
+the status registry is kept current by Slurm's bulk query (one ``squeue``, one ``sacct``);
+without Slurm, by one ``qstat -f`` for all jobs.
 """
 
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import re
 import shutil
 import tempfile
+import threading
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -31,7 +58,7 @@ from typing import Any
 import attrs
 
 from gahp_lrms.base import CommandDriver, command_failure
-from gahp_lrms.model import DriverError, JobInfo, JobSpec, JobStatus
+from gahp_lrms.model import DriverError, JobInfo, JobSpec, JobStatus, config_flag
 from gahp_lrms.script import render_script
 from gahp_lrms.slurm import (
     SlurmDriver,
@@ -41,17 +68,29 @@ from gahp_lrms.slurm import (
 )
 
 __all__ = [
+    "FLAVORS",
     "PbsDriver",
     "format_walltime",
+    "info_from_pbspro",
     "parse_qstat_full",
     "parse_qstat_full_all",
+    "parse_qstat_json",
     "qsub_options",
+    "unknown_ids",
 ]
+
+FLAVORS = ("auto", "pbspro", "torque")
+"""Values of the ``flavor`` option."""
 
 _SAFE_WORD = re.compile(r"[A-Za-z0-9_.@-]+\Z")
 _SAFE_PATH = re.compile(r"[A-Za-z0-9_./+-]+\Z")
 _JOB_ID = re.compile(r"[A-Za-z0-9_.\[\]-]+\Z")
 _UNKNOWN_JOB_RC = 153  # PBSE_UNKJOBID (15001) & 0xff
+_FINISHED_RC = 35  # PBSE_HISTJOBID (15139) & 0xff: "Job has finished"
+_UNKNOWN_LINE = re.compile(
+    r"qstat: (?:Unknown Job Id |illegally formed job identifier: )(\S+)\s*\Z"
+)
+_IDS_PER_QSTAT = 200  # ids per qstat command line (a few KiB)
 
 
 # ---------------------------------------------------------------------- pure parsing
@@ -89,6 +128,32 @@ def parse_qstat_full_all(text: str) -> dict[str, dict[str, str]]:
     return jobs
 
 
+def parse_qstat_json(text: str) -> dict[str, dict[str, Any]]:
+    """The jobs of PBS Professional's ``qstat -f -F json`` output, by id (none when the
+    output has no ``Jobs``, as when every id asked for is unknown)."""
+    try:
+        data = json.loads(text, strict=False)  # control characters may appear in values
+    except ValueError as exc:
+        raise DriverError(f"unreadable qstat -F json output: {exc}") from exc
+    jobs = data.get("Jobs", {}) if isinstance(data, dict) else None
+    if not isinstance(jobs, dict):
+        raise DriverError("unreadable qstat -F json output: Jobs is not an object")
+    return {str(k): v for k, v in jobs.items() if isinstance(v, dict)}
+
+
+def unknown_ids(stderr: str) -> set[str] | None:
+    """The ids qstat's error output calls unknown (``qstat: Unknown Job Id 9.host``, or
+    ``illegally formed job identifier``), or None when it says anything else too."""
+    ids: set[str] = set()
+    for line in stderr.splitlines():
+        m = _UNKNOWN_LINE.match(line.strip())
+        if m is None and line.strip():
+            return None
+        if m is not None:
+            ids.add(m.group(1))
+    return ids
+
+
 def format_walltime(seconds: int) -> str:
     """``HH:MM:SS`` for a PBS walltime."""
     h, rest = divmod(int(seconds), 3600)
@@ -96,35 +161,113 @@ def format_walltime(seconds: int) -> str:
     return f"{h:02d}:{m:02d}:{s:02d}"
 
 
-def qsub_options(spec: JobSpec) -> list[str]:
-    """qsub options for ``spec``; every value is checked to be shell-safe."""
-    opts = ["-N", slurm_job_name(spec.name)[:15], "-o", "/dev/null", "-e", "/dev/null"]
+def _resources(spec: JobSpec, pbspro: bool) -> list[str]:
+    per_node_count = -(-spec.count // (spec.nodes or 1))
+    resources = []
+    if pbspro:  # memory belongs to the chunks: the job's total, shared out
+        nodes = int(spec.nodes or 1)
+        chunk = f"select={nodes}:ncpus={int(max(spec.cpus_per_node or 1, per_node_count))}"
+        if spec.memory_mb:
+            chunk += f":mem={-(-int(spec.memory_mb) // nodes)}mb"
+        resources.append(chunk)
+    else:
+        if spec.nodes or spec.count > 1:
+            resources.append(f"nodes={int(spec.nodes or 1)}:ppn={per_node_count}")
+        if spec.cpus_per_node:
+            resources.append(f"ncpus={int(spec.cpus_per_node)}")
+        if spec.memory_mb:
+            resources.append(f"mem={int(spec.memory_mb)}mb")
+    if spec.runtime_s:
+        resources.append(f"walltime={format_walltime(spec.runtime_s)}")
+    return resources
+
+
+def qsub_options(spec: JobSpec, *, flavor: str = "torque") -> list[str]:
+    """qsub options for ``spec`` (``flavor``: ``pbspro`` or ``torque``); every value is
+    checked to be shell-safe."""
+    pbspro = flavor == "pbspro"
+    name = slurm_job_name(spec.name)
+    if not name[:1].isalpha():
+        name = "j" + name
+    opts = ["-N", name[:64] if pbspro else name[:15], "-o", "/dev/null", "-e", "/dev/null"]
+    if pbspro:
+        opts.insert(0, "-f")  # no lingering per-user qsub daemon
     for flag, value, what in (("-q", spec.queue, "queue"), ("-A", spec.project, "project")):
         if value:
             if not _SAFE_WORD.match(value):
                 raise DriverError(f"PBS {what} name {value!r} has unsupported characters")
             opts += [flag, value]
-    resources = []
-    if spec.nodes or spec.count > 1:
-        nodes = spec.nodes or 1
-        resources.append(f"nodes={int(nodes)}:ppn={-(-spec.count // nodes)}")
-    if spec.cpus_per_node:
-        resources.append(f"ncpus={int(spec.cpus_per_node)}")
-    if spec.memory_mb:
-        resources.append(f"mem={int(spec.memory_mb)}mb")
-    if spec.runtime_s:
-        resources.append(f"walltime={format_walltime(spec.runtime_s)}")
-    for resource in resources:
+    for resource in _resources(spec, pbspro):
         opts += ["-l", resource]
     if spec.start_held:
         opts.append("-h")
     return opts
 
 
+def _exec_host(fields: Mapping[str, Any]) -> str | None:
+    return str(fields.get("exec_host") or "").split("/")[0].split("+")[0] or None
+
+
+def _finished_info(
+    fields: Mapping[str, Any], host: str | None, used: float | None
+) -> JobInfo:
+    status = fields.get("Exit_status")
+    try:
+        code = int(status) if status is not None else None
+    except (TypeError, ValueError):
+        code = None
+    common: dict[str, Any] = {"worker_node": host, "wallclock_s": used}
+    if code is None:
+        comment = str(fields.get("comment") or "").strip()
+        why = f"finished without an exit status ({comment})" if comment else None
+        return JobInfo(JobStatus.COMPLETED, exit_reason=why or "finished (exit status unknown)",
+                       **common)
+    if code >= 256:  # the job's top process was killed (a shell's child gives 128 + N)
+        return JobInfo(JobStatus.COMPLETED, exit_signal=code - 256,
+                       exit_reason=f"killed by signal {code - 256}", **common)
+    if code < 0:
+        return JobInfo(
+            JobStatus.COMPLETED,
+            exit_reason=f"PBS could not run the job, or ended it (Exit_status {code})",
+            **common,
+        )
+    why = f"exited with status {code}" if code else None
+    return JobInfo(JobStatus.COMPLETED, exit_code=code, exit_reason=why, **common)
+
+
+def info_from_pbspro(fields: Mapping[str, Any], *, cancelled: bool = False) -> JobInfo:
+    """A :class:`JobInfo` from one job of PBS Professional's ``qstat -x -f -F json``.
+
+    ``cancelled``: the driver deleted it, so it is REMOVED whatever its state (PBS may take
+    a few seconds to kill it)."""
+    state = str(fields.get("job_state", ""))
+    host = _exec_host(fields)
+    used_field = fields.get("resources_used")
+    used = parse_duration(
+        str(used_field.get("walltime")) if isinstance(used_field, Mapping) else None
+    )
+    if cancelled:
+        return JobInfo(JobStatus.REMOVED, exit_reason="cancelled", worker_node=host,
+                       wallclock_s=used)
+    if state in ("Q", "W", "T", "M"):
+        return JobInfo(JobStatus.IDLE)
+    if state == "H":
+        return JobInfo(JobStatus.HELD,
+                       hold_reason=f"held (Hold_Types {fields.get('Hold_Types', 'u')})")
+    if state in ("R", "E", "B"):
+        return JobInfo(JobStatus.RUNNING, worker_node=host, wallclock_s=used)
+    if state in ("S", "U"):
+        return JobInfo(JobStatus.HELD, worker_node=host, wallclock_s=used,
+                       hold_reason="suspended")
+    if state in ("F", "X"):
+        return _finished_info(fields, host, used)
+    raise DriverError(f"unexpected PBS job state {state!r}")
+
+
 def info_from_qstat(fields: Mapping[str, str]) -> JobInfo:
-    """A :class:`JobInfo` from ``qstat -f`` alone (no exit status: PBS does not give one)."""
+    """A :class:`JobInfo` from Torque-style ``qstat -f`` alone (it has no exit status)."""
     state = fields.get("job_state", "")
-    host = fields.get("exec_host", "").split("/")[0].split("+")[0] or None
+    host = _exec_host(fields)
     used = parse_duration(fields.get("resources_used.walltime"))
     if state in ("Q", "W", "T"):
         return JobInfo(JobStatus.IDLE)
@@ -146,29 +289,72 @@ def info_from_qstat(fields: Mapping[str, str]) -> JobInfo:
 
 # ---------------------------------------------------------------------- driver
 class PbsDriver(CommandDriver):
-    """Jobs through PBS commands.  Config keys: those of :class:`CommandDriver`,
-    ``slurm_conf`` (exported as SLURM_CONF, used by the Slurm-backed wrappers) and
-    ``slurm_status`` (default true: ask Slurm for exit codes)."""
+    """Jobs through PBS commands.  Config keys: those of :class:`CommandDriver`, ``flavor``
+    (``auto``, ``pbspro`` or ``torque``), and for Torque-style wrappers of Slurm
+    ``slurm_conf`` (exported as SLURM_CONF) and ``slurm_status`` (default true: ask Slurm
+    for exit codes)."""
 
     name = "pbs"
     system = "PBS"
     job_id = _JOB_ID
-    config_keys = CommandDriver.common_keys | {"slurm_conf", "slurm_status"}
+    config_keys = CommandDriver.common_keys | {"slurm_conf", "slurm_status", "flavor"}
 
     def __init__(self, config: Mapping[str, Any], state_dir: Path) -> None:
         super().__init__(config, state_dir)
+        flavor = str(self.config.get("flavor", "auto")).strip().lower()
+        if flavor not in FLAVORS:
+            raise DriverError(
+                f"pbs driver: flavor must be one of {', '.join(FLAVORS)}, not {flavor!r}"
+            )
+        self._flavor: str | None = None if flavor == "auto" else flavor
+        self._history: bool | None = None
+        self._lock = threading.Lock()
         if self.config.get("slurm_conf"):
             self.env["SLURM_CONF"] = str(self.config["slurm_conf"])
-        self.slurm: SlurmDriver | None = None
-        if self.config.get("slurm_status", True) and shutil.which(
-            "scontrol", path=self.bin_dir or self.env.get("PATH")
+        self._slurm: SlurmDriver | None = None
+        if (
+            flavor != "pbspro"
+            and config_flag(self.config.get("slurm_status", True))
+            and shutil.which("scontrol", path=self.bin_dir or self.env.get("PATH"))
         ):
             slurm_config = {
                 k: self.config[k]
                 for k in ("bin_dir", "command_timeout", "slurm_conf")
                 if k in self.config
             }
-            self.slurm = SlurmDriver(slurm_config, state_dir)
+            self._slurm = SlurmDriver(slurm_config, state_dir)
+
+    # ------------------------------------------------------------------ what PBS this is
+    def flavor(self) -> str:
+        """``pbspro`` or ``torque``: the configured one, else asked of ``qstat --version``
+        once."""
+        if self._flavor is None:
+            proc = self._run("qstat", "--version", check=False, timeout=min(self.timeout, 15.0))
+            found = "pbspro" if "pbs_version" in proc.stdout + proc.stderr else "torque"
+            with self._lock:
+                self._flavor = found
+        return self._flavor
+
+    @property
+    def slurm(self) -> SlurmDriver | None:
+        """Slurm, behind Torque-style wrapper commands (None for any other PBS)."""
+        if self._slurm is None or self.flavor() != "torque":
+            return None
+        return self._slurm
+
+    def history_enabled(self) -> bool:
+        """Whether the PBS Professional server keeps finished jobs (``job_history_enable``);
+        asked once."""
+        if self._history is None:
+            proc = self._run("qstat", "-B", "-f", "-F", "json")
+            try:
+                servers: dict[str, dict[str, Any]] = json.loads(proc.stdout, strict=False)["Server"]
+                value = next(iter(servers.values())).get("job_history_enable", False)
+            except (ValueError, AttributeError, KeyError, TypeError, StopIteration) as exc:
+                raise DriverError(f"unreadable qstat -B -F json output: {exc}") from exc
+            with self._lock:
+                self._history = str(value).lower() in ("true", "1")
+        return self._history
 
     def _script_dir(self) -> Path:
         for base in (self.state_dir / "pbs", Path(tempfile.gettempdir()) / "gahp-pbs"):
@@ -183,13 +369,16 @@ class PbsDriver(CommandDriver):
             spec = attrs.evolve(spec, workdir=os.path.abspath(spec.workdir))
         elif spec.workdir is None:  # qsub's default would be $HOME; match sbatch and fork
             spec = attrs.evolve(spec, workdir=os.getcwd())
-        opts = qsub_options(spec)
-        fd, path = tempfile.mkstemp(prefix="job-", suffix=".sh", dir=self._script_dir())
+        flavor = self.flavor()
+        opts = qsub_options(spec, flavor=flavor)
+        directory = self._script_dir()
+        fd, path = tempfile.mkstemp(prefix="job-", suffix=".sh", dir=directory)
         try:
             with os.fdopen(fd, "w") as f:
                 f.write(render_script(spec))
             os.chmod(path, 0o700)
-            proc = self._run("qsub", *opts, path, timeout=self.submit_timeout)
+            # From the script's directory: qsub records its working directory in the job.
+            proc = self._run("qsub", *opts, path, timeout=self.submit_timeout, cwd=directory)
         finally:
             with contextlib.suppress(OSError):
                 os.unlink(path)
@@ -197,14 +386,59 @@ class PbsDriver(CommandDriver):
         native_id = lines[-1].strip() if lines else ""
         if not _JOB_ID.match(native_id):
             raise DriverError(f"qsub printed no job id: {proc.stdout.strip()!r}")
+        self._unrecord("cancelled", native_id)  # a number PBS gives again is a new job
         self._submitted(native_id)
         return native_id
 
     def bulk_status(self, native_ids: Sequence[str]) -> dict[str, JobInfo]:
+        if self.flavor() == "pbspro":
+            found: dict[str, JobInfo] = {}
+            for start in range(0, len(native_ids), _IDS_PER_QSTAT):
+                found.update(self._pbspro_status(native_ids[start : start + _IDS_PER_QSTAT]))
+            return found
+        return self._torque_bulk(native_ids)
+
+    def query_status(self, native_id: str) -> JobInfo:
+        self._check_id(native_id)
+        if self.flavor() == "pbspro":
+            return self._pbspro_status([native_id])[native_id]
+        return self._torque_query(native_id)
+
+    def _pbspro_status(self, native_ids: Sequence[str]) -> dict[str, JobInfo]:
+        """One ``qstat -x -f -F json`` for ``native_ids``: every one of them described."""
+        proc = self._run("qstat", "-x", "-f", "-F", "json", *native_ids, check=False)
+        unknown = unknown_ids(proc.stderr)
+        if unknown is None or (proc.returncode != 0 and not unknown):
+            raise DriverError(command_failure(["qstat"], proc))
+        jobs = parse_qstat_json(proc.stdout) if proc.stdout.strip() else {}
         found: dict[str, JobInfo] = {}
-        if self.slurm is not None:
+        for native_id in native_ids:
+            fields = jobs.get(native_id)
+            if fields is not None:
+                found[native_id] = info_from_pbspro(fields, cancelled=self._cancelled(native_id))
+            elif native_id in unknown or not jobs:
+                found[native_id] = self._unknown(native_id)
+        return found
+
+    def _unknown(self, native_id: str) -> JobInfo:
+        if self._cancelled(native_id):
+            return JobInfo(JobStatus.REMOVED, exit_reason="cancelled")
+        if self.history_enabled():
+            return JobInfo(
+                JobStatus.REMOVED,
+                exit_reason="job unknown to PBS (never submitted, or its history has expired)",
+            )
+        return JobInfo(
+            JobStatus.COMPLETED,
+            exit_reason="job no longer known to PBS (job history is off: exit status unknown)",
+        )
+
+    def _torque_bulk(self, native_ids: Sequence[str]) -> dict[str, JobInfo]:
+        found: dict[str, JobInfo] = {}
+        slurm = self.slurm
+        if slurm is not None:
             by_slurm = {i.split(".")[0]: i for i in native_ids if i.split(".")[0].isdigit()}
-            for slurm_id, fields in self.slurm.bulk_fields(list(by_slurm)).items():
+            for slurm_id, fields in slurm.bulk_fields(list(by_slurm)).items():
                 with contextlib.suppress(DriverError):  # else asked alone
                     found[by_slurm[slurm_id]] = job_info_from_fields(fields)
             return found
@@ -219,21 +453,20 @@ class PbsDriver(CommandDriver):
                     found[native_id] = info_from_qstat(qstat_fields)
         return found
 
-    def query_status(self, native_id: str) -> JobInfo:
-        self._check_id(native_id)
+    def _torque_query(self, native_id: str) -> JobInfo:
         proc = self._run("qstat", "-f", native_id, check=False)
+        slurm = self.slurm
+        info: JobInfo | None = None
         if proc.returncode == 0 and proc.stdout.strip():
             info = info_from_qstat(parse_qstat_full(proc.stdout))
-            if self.slurm is None or info.status in (JobStatus.RUNNING,):
+            if slurm is None or info.status is JobStatus.RUNNING:
                 return info
-        elif proc.returncode not in (_UNKNOWN_JOB_RC,) and "nknown" not in proc.stderr:
+        elif proc.returncode != _UNKNOWN_JOB_RC and "nknown" not in proc.stderr:
             raise DriverError(command_failure(["qstat"], proc))
-        else:
-            info = None
-        if self.slurm is not None:
+        if slurm is not None:
             # Held-ness of a queued job and exit codes are only known to Slurm.
             slurm_id = native_id.split(".")[0]
-            _source, fields = self.slurm.lookup(slurm_id) if slurm_id.isdigit() else ("", None)
+            _source, fields = slurm.lookup(slurm_id) if slurm_id.isdigit() else ("", None)
             if fields is not None:
                 return job_info_from_fields(fields)
         if info is not None:
@@ -244,6 +477,21 @@ class PbsDriver(CommandDriver):
 
     def cancel(self, native_id: str) -> None:
         self._check_id(native_id)
+        if self.flavor() != "pbspro":
+            self._torque_cancel(native_id)
+            return
+        if self.query_status(native_id).finished:
+            return  # finished, unknown, or cancelled already: nothing to do
+        self._record("cancelled", native_id)
+        proc = self._run("qdel", native_id, check=False)
+        self._changed(native_id)
+        if proc.returncode != 0:
+            self._unrecord("cancelled", native_id)
+            if proc.returncode in (_FINISHED_RC, _UNKNOWN_JOB_RC):
+                return  # it ended meanwhile: not cancelled
+            raise DriverError(command_failure(["qdel"], proc))
+
+    def _torque_cancel(self, native_id: str) -> None:
         proc = self._run("qdel", native_id, check=False)
         self._changed(native_id)
         if proc.returncode != 0 and not self.query_status(native_id).finished:
@@ -256,8 +504,9 @@ class PbsDriver(CommandDriver):
 
     def resume(self, native_id: str) -> None:
         info = self.query_status(native_id)
-        if info.status is not JobStatus.HELD:
-            raise DriverError(f"PBS job {native_id} is not held: it is {info.status.name}")
+        if info.status is not JobStatus.HELD or info.hold_reason == "suspended":
+            raise DriverError(f"PBS job {native_id} is not held: it is {info.status.name}"
+                              + (" (suspended)" if info.status is JobStatus.HELD else ""))
         self._changed(native_id)
         self._run("qrls", native_id)
         self._changed(native_id)

@@ -39,7 +39,6 @@
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import math
 import os
@@ -362,23 +361,6 @@ class SgeDriver(CommandDriver):
             return bins / proc.stdout.strip()
         raise DriverError(f"sge driver: no Grid Engine commands under {bins} (set bin_dir)")
 
-    def _mark(self, kind: str, native_id: str) -> Path:
-        return self.state_dir / kind / native_id
-
-    def _record(self, kind: str, native_id: str, *, required: bool = True) -> None:
-        """Note the job in ``state_dir/<kind>/`` (``submitted``: only to know that its
-        accounting record is worth waiting for; ``cancelled``: kept, it makes it REMOVED)."""
-        path = self._mark(kind, native_id)
-        try:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            path.touch()
-        except OSError as exc:
-            if required:
-                raise DriverError(f"cannot record job {native_id} in {path.parent}: {exc}") from exc
-
-    def _cancelled(self, native_id: str) -> bool:
-        return self._mark("cancelled", native_id).exists()
-
     def queued(self, native_id: str) -> dict[str, str] | None:
         """The job's ``qstat -xml`` fields while Grid Engine has it queued or running."""
         proc = self._run("qstat", "-xml", "-u", "*")
@@ -424,8 +406,7 @@ class SgeDriver(CommandDriver):
             self._final[native_id] = info
             self._last.pop(native_id, None)
             self._missing.pop(native_id, None)
-        with contextlib.suppress(OSError):  # qacct answers from now on
-            self._mark("submitted", native_id).unlink(missing_ok=True)
+        self._unrecord("submitted", native_id)  # qacct answers from now on
         return info
 
     # ------------------------------------------------------------------ Driver API
@@ -445,8 +426,7 @@ class SgeDriver(CommandDriver):
         native_id = m.group(1)
         # Grid Engine hands out job numbers again (they restart after a qmaster restart): what
         # this driver remembers of an earlier job with the number is not this job's.
-        with contextlib.suppress(OSError):
-            self._mark("cancelled", native_id).unlink(missing_ok=True)
+        self._unrecord("cancelled", native_id)
         with self._lock:
             self._final.pop(native_id, None)
             self._last.pop(native_id, None)
@@ -501,7 +481,7 @@ class SgeDriver(CommandDriver):
         if proc.returncode != 0:
             text = (proc.stderr + proc.stdout).lower()
             if any(s in text for s in _UNKNOWN_JOB):  # it ended meanwhile: not cancelled
-                self._mark("cancelled", native_id).unlink(missing_ok=True)
+                self._unrecord("cancelled", native_id)
                 return
             raise DriverError(command_failure(["qdel"], proc))
         # A running job is killed asynchronously: wait (bounded) until it has left qstat.

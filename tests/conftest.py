@@ -84,19 +84,53 @@ def sge_env() -> dict[str, str] | None:
     return env
 
 
-# ---------------------------------------------------------------------- either
+# ---------------------------------------------------------------------- OpenPBS
+def env_file(path: Path) -> dict[str, str]:
+    """``export NAME=value`` lines of a file the `.ci/*-up.sh` scripts write ({} if none)."""
+    settings: dict[str, str] = {}
+    try:
+        lines = path.read_text().splitlines()
+    except OSError:
+        return settings
+    for line in lines:
+        name, sep, value = line.removeprefix("export ").partition("=")
+        if sep and name.strip():
+            settings[name.strip()] = value.strip().strip("'\"")
+    return settings
+
+
+@pytest.fixture(scope="session")
+def pbs_env() -> dict[str, str] | None:
+    """Environment for processes that talk to the real OpenPBS (PBS_CONF_FILE, and
+    GAHP_PBS_BIN_DIR: where its commands are), from the file `.ci/pbs-up.sh` writes
+    ($GAHP_PBS_DIR/env, default /tmp/gahp-pbs/env), or None when PBS does not answer."""
+    settings = env_file(Path(os.environ.get("GAHP_PBS_DIR", "/tmp/gahp-pbs")) / "env")
+    bin_dir = settings.get("GAHP_PBS_BIN_DIR")
+    if not bin_dir:
+        return None
+    env = {**os.environ, **settings}
+    try:
+        proc = subprocess.run([str(Path(bin_dir) / "qstat"), "-B"], env=env,
+                              capture_output=True, text=True, timeout=15)
+    except (subprocess.TimeoutExpired, OSError):
+        return None
+    return env if proc.returncode == 0 else None
+
+
+# ---------------------------------------------------------------------- any of them
 _BATCH = {
     "slurm": ("Slurm", "bash .ci/slurm-up.sh", "GAHP_REQUIRE_SLURM"),
     "sge": ("Grid Engine", "bash .ci/sge-up.sh", "GAHP_REQUIRE_SGE"),
+    "pbs": ("OpenPBS", "bash .ci/pbs-up.sh", "GAHP_REQUIRE_PBS"),
 }
 
 
 @pytest.fixture(scope="session")
-def batch_env(slurm_env, sge_env):
-    """``need(system)``: the environment for a live batch system ("slurm", "sge"; any case),
-    None for one that needs no daemon (fork). Skips when it is down, or fails when its
-    GAHP_REQUIRE_* variable is 1 (CI)."""
-    envs = {"slurm": slurm_env, "sge": sge_env}
+def batch_env(slurm_env, sge_env, pbs_env):
+    """``need(system)``: the environment for a live batch system ("slurm", "sge", "pbs": the
+    real OpenPBS; any case), None for one that needs no daemon (fork). Skips when it is
+    down, or fails when its GAHP_REQUIRE_* variable is 1 (CI)."""
+    envs = {"slurm": slurm_env, "sge": sge_env, "pbs": pbs_env}
 
     def need(system: str) -> dict[str, str] | None:
         key = system.lower()
@@ -119,12 +153,18 @@ def batch_env(slurm_env, sge_env):
 # tests submit to Slurm and SGE and kill GAHPs) and the real BOINC server (the fault tests stop
 # Apache and MariaDB under it).
 BATCH_FIXTURES = frozenset({"slurm_env", "sge_env", "batch_env", "slurm_config", "sge_config"})
+OWN_GROUP_FIXTURES = {"openpbs_config": "openpbs"}
+"""Fixtures of a batch system that no other module's test stops: their modules form a group
+of their own, beside the others."""
 
 
 def service_group(module: str, fixtures: set[str]) -> str:
     """The xdist group of a test module, from its path and the fixtures its tests use."""
     if module.startswith("tests/boinc_real/") or module.endswith("test_htcondor_real_boinc.py"):
         return "real-boinc-server"
+    own = {OWN_GROUP_FIXTURES[f] for f in fixtures & OWN_GROUP_FIXTURES.keys()}
+    if len(own) == 1 and not fixtures & BATCH_FIXTURES:
+        return own.pop()
     if (module.startswith("tests/htcondor/") or module.endswith("_live.py")
             or fixtures & BATCH_FIXTURES):
         return "batch-systems"

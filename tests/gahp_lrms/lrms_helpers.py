@@ -199,3 +199,19 @@ def sge_driver(sge_config: dict[str, str], tmp_path: Path) -> Iterator[Driver]:
 @pytest.fixture
 def fork_driver(tmp_path: Path) -> Iterator[Driver]:
     yield from _tracked(get_driver("fork", {}, tmp_path / "state"))
+
+
+# ---------------------------------------------------------------------- OpenPBS
+@pytest.fixture(scope="session")
+def openpbs_config(pbs_env: dict[str, str] | None) -> dict[str, str]:
+    """Driver config for the real OpenPBS (``bash .ci/pbs-up.sh``); skips when it does not
+    answer, or fails when ``GAHP_REQUIRE_PBS=1`` (CI)."""
+    if pbs_env is None:
+        unavailable("GAHP_REQUIRE_PBS",
+                    "OpenPBS is not reachable (start it with `bash .ci/pbs-up.sh`)")
+    return {"bin_dir": pbs_env["GAHP_PBS_BIN_DIR"], "status_interval": LIVE_STATUS_INTERVAL}
+
+
+@pytest.fixture
+def openpbs_driver(openpbs_config: dict[str, str], tmp_path: Path) -> Iterator[Driver]:
+    yield from _tracked(get_driver("pbs", openpbs_config, tmp_path / "state"))

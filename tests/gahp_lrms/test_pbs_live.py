@@ -1,0 +1,232 @@
+"""The pbs driver against the real OpenPBS 23.06 (``bash .ci/pbs-up.sh``: job history on, as
+on any production PBS Professional; see lrms_helpers.openpbs_config for when these skip).
+
+The Torque-style path (Slurm's PBS wrappers) is tested in test_slurm_live.py."""
+
+from __future__ import annotations
+
+import json
+import time
+
+import pytest
+from lrms_helpers import TRICKY_ARGS, TRICKY_ENV, wait_for, wait_status
+
+from gahp_lrms import Driver, DriverError, JobSpec, JobStatus, get_driver
+
+DONE = (JobStatus.COMPLETED, JobStatus.REMOVED)
+
+
+def _started_sleeper(driver: Driver, tmp_path, script: str = "exec sleep 60") -> str:
+    """Submit a job and return once its process really runs."""
+    marker = tmp_path / f"started-{time.monotonic_ns()}"
+    jid = driver.submit(JobSpec("/bin/sh", ("-c", f"touch '{marker}'; {script}")))
+    wait_status(driver, jid, JobStatus.RUNNING, timeout=60)
+    deadline = time.monotonic() + 30
+    while not marker.exists():
+        assert time.monotonic() < deadline, "job reported RUNNING but never started"
+        time.sleep(0.05)
+    return jid
+
+
+def _counting(driver: Driver) -> list[list[str]]:
+    """Record every command the driver runs."""
+    calls: list[list[str]] = []
+    run = driver._run  # type: ignore[attr-defined]
+
+    def counting_run(name, *args, **kw):
+        calls.append([name, *args])
+        return run(name, *args, **kw)
+
+    driver._run = counting_run  # type: ignore[attr-defined]
+    return calls
+
+
+def test_flavor_is_pbspro_and_ping(openpbs_driver):
+    assert openpbs_driver.flavor() == "pbspro"
+    assert openpbs_driver.history_enabled()
+    openpbs_driver.ping()
+
+
+def test_tricky_job_runs_with_everything_intact(openpbs_driver, echo_program, tmp_path):
+    """Defect 1 and 3 of the first hour on PBS: a finished job is COMPLETED, with its
+    exit code (qstat without -x fails for ever once history keeps the job)."""
+    work = tmp_path / "work dir $PBS_JOBID"
+    work.mkdir()
+    (work / "in put.txt").write_text("line 1\nline 2\n")
+    env = {**TRICKY_ENV, "GAHP_T_EXIT": "3", "GAHP_T_DIRECTIVE": "a\n#PBS -q nosuch"}
+    spec = JobSpec(
+        str(echo_program),
+        (*TRICKY_ARGS, "#PBS -N pwned"),
+        environment=env,
+        stdin="in put.txt",
+        stdout="out %j $PBS_JOBID.json",
+        stderr=str(tmp_path / "err's $HOME.txt"),
+        workdir=str(work),
+        name="tricky name; $(x)",
+        runtime_s=300,
+        memory_mb=100,
+    )
+    jid = openpbs_driver.submit(spec)
+    listed = json.loads(openpbs_driver._run("qstat", "-x", "-f", "-F", "json", jid).stdout)
+    job = listed["Jobs"][jid]
+    assert job["Resource_List"]["walltime"] == "00:05:00"
+    assert job["Resource_List"]["select"] == "1:ncpus=1:mem=100mb"
+    assert job["Job_Name"] == "tricky_name____x_" and job["queue"] == "workq"
+    info = wait_status(openpbs_driver, jid, *DONE, timeout=60)
+    assert info.status is JobStatus.COMPLETED
+    assert (info.exit_code, info.exit_signal) == (3, None)
+    assert info.worker_node and info.wallclock_s is not None
+    got = json.loads((work / "out %j $PBS_JOBID.json").read_text())
+    assert got["argv"] == [*TRICKY_ARGS, "#PBS -N pwned"]
+    assert got["env"] == env
+    assert got["cwd"] == str(work)
+    assert got["stdin"] == "line 1\nline 2\n"
+    assert (tmp_path / "err's $HOME.txt").read_text() == "to stderr\n"
+
+
+@pytest.mark.parametrize("code", [0, 5])
+def test_exit_code_exact_and_final(openpbs_driver, code):
+    jid = openpbs_driver.submit(JobSpec("/bin/sh", ("-c", f"sleep 1; exit {code}")))
+    info = wait_status(openpbs_driver, jid, *DONE, timeout=60)
+    assert (info.status, info.exit_code, info.exit_signal) == (JobStatus.COMPLETED, code, None)
+    # A new driver object (a restarted server) asks PBS's history and agrees.
+    again = get_driver("pbs", dict(openpbs_driver.config), openpbs_driver.state_dir / "new")
+    assert again.status(jid) == info
+
+
+def test_program_killed_by_signal(openpbs_driver):
+    """A program the job's shell saw die by signal N: the shell's 128 + N is the exit code
+    PBS reports (its own 256 + N, for a job whose top process it killed, is unit-tested:
+    this OpenPBS reports 0 there)."""
+    jid = openpbs_driver.submit(JobSpec("/bin/sh", ("-c", "kill -KILL $$")))
+    info = wait_status(openpbs_driver, jid, *DONE, timeout=60)
+    assert (info.status, info.exit_code, info.exit_signal) == (JobStatus.COMPLETED, 137, None)
+
+
+def test_two_nodes_of_one_cpu_run(openpbs_driver, tmp_path):
+    """Defect 4: NodeNumber = 2, SMPGranularity = 1 is PBS Professional's select=2:ncpus=1
+    (``-l nodes=2:ppn=1 -l ncpus=1`` is refused by qsub)."""
+    out = tmp_path / "nodes"
+    spec = JobSpec("/bin/sh", ("-c", 'wc -l < "$PBS_NODEFILE"'), stdout=str(out),
+                   nodes=2, cpus_per_node=1)
+    jid = openpbs_driver.submit(spec)
+    info = wait_status(openpbs_driver, jid, *DONE, timeout=60)
+    assert (info.status, info.exit_code) == (JobStatus.COMPLETED, 0)
+    assert out.read_text().strip() == "2"
+
+
+def test_count_runs_instances(openpbs_driver, tmp_path):
+    out = tmp_path / "out"
+    spec = JobSpec("/bin/sh", ("-c", "echo $$; exit 0"), stdout=str(out), count=2)
+    info = wait_status(openpbs_driver, openpbs_driver.submit(spec), *DONE, timeout=60)
+    assert info.exit_code == 0
+    assert len(out.read_text().split()) == 2
+
+
+def test_cancel_running_job_is_removed_at_once(openpbs_driver, tmp_path):
+    """Defects 5 and 6: a cancelled job is REMOVED, as soon as qdel has it (a job that
+    ignores SIGTERM keeps running up to the queue's kill_delay, 10 s)."""
+    jid = _started_sleeper(openpbs_driver, tmp_path, "trap '' TERM; sleep 60; exit 0")
+    openpbs_driver.cancel(jid)
+    info = openpbs_driver.status(jid)
+    assert info.status is JobStatus.REMOVED
+    # PBS ends it; it stays REMOVED, also for a restarted server.
+    ended = wait_for(openpbs_driver, jid,
+                     lambda i: json.loads(openpbs_driver._run(  # type: ignore[attr-defined]
+                         "qstat", "-x", "-f", "-F", "json", jid).stdout)["Jobs"][jid]
+                     ["job_state"] == "F", timeout=60)
+    assert ended.status is JobStatus.REMOVED
+    again = get_driver("pbs", dict(openpbs_driver.config), openpbs_driver.state_dir)
+    assert again.status(jid).status is JobStatus.REMOVED
+    openpbs_driver.cancel(jid)  # again: nothing to do
+
+
+def test_cancel_queued_job(openpbs_driver):
+    jid = openpbs_driver.submit(JobSpec("/bin/true", start_held=True))
+    openpbs_driver.cancel(jid)
+    assert openpbs_driver.status(jid).status is JobStatus.REMOVED
+
+
+def test_cancel_of_finished_job_changes_nothing(openpbs_driver):
+    """Defect 2: with history on, cancelling a finished job is no error."""
+    jid = openpbs_driver.submit(JobSpec("/bin/sh", ("-c", "exit 4")))
+    info = wait_status(openpbs_driver, jid, *DONE, timeout=60)
+    openpbs_driver.cancel(jid)
+    assert openpbs_driver.status(jid) == info
+    assert info.exit_code == 4
+
+
+def test_unknown_job_is_removed(openpbs_driver):
+    """Defect 5: an id PBS never had is REMOVED (history is on: it never existed), in a
+    bulk query beside a known job too."""
+    known = openpbs_driver.submit(JobSpec("/bin/true", start_held=True))
+    never = "987654." + known.partition(".")[2]
+    for unknown in (never, "987655.nosuchhost"):
+        info = openpbs_driver.status(unknown)
+        assert info.status is JobStatus.REMOVED and info.exit_code is None
+        assert "unknown to PBS" in info.exit_reason
+        openpbs_driver.cancel(unknown)
+    both = openpbs_driver.bulk_status([known, never, "987655.nosuchhost"])
+    assert both[known].status is JobStatus.HELD
+    assert both[never].status is both["987655.nosuchhost"].status is JobStatus.REMOVED
+
+
+def test_start_held_then_release(openpbs_driver, tmp_path):
+    marker = tmp_path / "ran"
+    jid = openpbs_driver.submit(JobSpec("/bin/touch", (str(marker),), start_held=True))
+    info = openpbs_driver.status(jid)
+    assert info.status is JobStatus.HELD and info.hold_reason
+    openpbs_driver.hold(jid)  # already held: fine
+    openpbs_driver.resume(jid)
+    info = wait_status(openpbs_driver, jid, *DONE, timeout=60)
+    assert (info.status, info.exit_code) == (JobStatus.COMPLETED, 0)
+    assert marker.exists()
+    with pytest.raises(DriverError, match="not held"):
+        openpbs_driver.resume(jid)
+
+
+def test_running_job_cannot_be_held(openpbs_driver, tmp_path):
+    jid = _started_sleeper(openpbs_driver, tmp_path)
+    with pytest.raises(DriverError, match="cannot hold a running job"):
+        openpbs_driver.hold(jid)
+    openpbs_driver.cancel(jid)
+
+
+def test_one_bulk_query_for_many_jobs(openpbs_config, tmp_path):
+    """A status round over many tracked jobs is one qstat, whatever their number."""
+    driver = get_driver("pbs", {**openpbs_config, "status_interval": "60"}, tmp_path)
+    ids = [driver.submit(JobSpec("/bin/true", start_held=True)) for _ in range(12)]
+    try:
+        calls = _counting(driver)
+        states = [driver.status(i) for i in ids]
+        assert {s.status for s in states} == {JobStatus.HELD}
+        assert [c[0] for c in calls] == ["qstat"], calls
+        assert set(ids) <= set(calls[0])
+    finally:
+        for i in ids:
+            driver.cancel(i)
+
+
+def test_bad_queue_is_a_clear_error(openpbs_driver):
+    with pytest.raises(DriverError, match="Unknown queue"):
+        openpbs_driver.submit(JobSpec("/bin/true", queue="nosuch"))
+    with pytest.raises(DriverError, match="unsupported characters"):
+        openpbs_driver.submit(JobSpec("/bin/true", queue="a b"))
+
+
+def test_malformed_id(openpbs_driver):
+    with pytest.raises(DriverError, match="malformed"):
+        openpbs_driver.status("1; rm -rf /")
+
+
+def test_pbs_not_answering_is_an_error(openpbs_config, tmp_path):
+    """qstat failing (here: a server name PBS cannot reach) is an error, never a guess."""
+    bad = tmp_path / "pbs.conf"
+    bad.write_text("PBS_EXEC=/opt/pbs\nPBS_SERVER=nosuch.invalid\nPBS_HOME=/var/spool/pbs\n")
+    driver = get_driver("pbs", {**openpbs_config, "command_timeout": "20"}, tmp_path / "s")
+    driver.env["PBS_CONF_FILE"] = str(bad)
+    driver.env.pop("PBS_SERVER", None)
+    with pytest.raises(DriverError):
+        driver.ping()
+    with pytest.raises(DriverError):
+        driver.status("1.nosuch")
