@@ -17,8 +17,11 @@
 #   checkout ('.[blah]') installed editable when the job owner can read it, else copied (then
 #   re-installed when HEAD changes).  Both versions share it (made under a lock).
 # * Wrappers bin/blahpd and bin/boinc-gahp add --log (local/log/<gahp>.log) and, for blahpd,
-#   --config (state_dir blah-state/, Slurm's and Grid Engine's settings); they set SLURM_CONF and
-#   SGE_* (from /tmp/gahp-sge/env when present) and never write to stdout themselves.
+#   --config (state_dir blah-state/, the batch systems' settings); they set SLURM_CONF, SGE_*
+#   (from /tmp/gahp-sge/env when present), PBS_CONF_FILE and LSF_ENVDIR (from /tmp/gahp-pbs/env
+#   and /tmp/gahp-lsf/env: run .ci/pbs-up.sh and .ci/lsf-up.sh first for batch pbs/lsf on the
+#   real OpenPBS and LSF; without them batch pbs is Slurm's Torque-style wrappers) and never
+#   write to stdout themselves.
 #   A file bin/<gahp>.log-path, when present, names another log file (tests use it).
 # * 9.12.0: BOINC_GAHP (grid type boinc) and BATCH_GAHP; 25.0.13: BATCH_GAHP only.  BOINC_GAHP
 #   would also capture `batch boinc` jobs, so blahpd's boinc driver is reachable on 25.0 only.
@@ -174,6 +177,14 @@ fi
 mkdir -p "$DIR/bin" "$DIR/local"/{log,spool,execute,lock,run} "$DIR/blah-state"
 SLURM_CONF_FILE="${SLURM_CONF:-${GAHP_SLURM_DIR:-/tmp/gahp-slurm}/slurm.conf}"
 SGE_ENV_FILE="${GAHP_SGE_DIR:-/tmp/gahp-sge}/env"
+PBS_ENV_FILE="${GAHP_PBS_DIR:-/tmp/gahp-pbs}/env"
+LSF_ENV_FILE="${GAHP_LSF_DIR:-/tmp/gahp-lsf}/env"
+env_value() { # file name -> the value of "export name=value" in file (empty when none)
+    [ -f "$1" ] && sed -n "s/^\(export \)\{0,1\}$2=//p" "$1" | tail -n 1 | tr -d "'\""
+}
+PBS_BIN_DIR="$(env_value "$PBS_ENV_FILE" GAHP_PBS_BIN_DIR || true)"
+PBS_CONF_VALUE="$(env_value "$PBS_ENV_FILE" PBS_CONF_FILE || true)"
+LSF_ENVDIR_VALUE="$(env_value "$LSF_ENV_FILE" LSF_ENVDIR || true)"
 
 write_wrapper() { # name program extra-args...
     local name="$1" prog="$2"
@@ -186,6 +197,8 @@ if [ -f "$SGE_ENV_FILE" ]; then
     eval "\$(grep -E '^(export )?SGE_(ROOT|CELL|QMASTER_PORT|EXECD_PORT|ARCH)=' '$SGE_ENV_FILE')"
     export SGE_ROOT SGE_CELL SGE_QMASTER_PORT SGE_EXECD_PORT 2>/dev/null
 fi
+if [ -n "$PBS_CONF_VALUE" ]; then export PBS_CONF_FILE="$PBS_CONF_VALUE"; fi
+if [ -n "$LSF_ENVDIR_VALUE" ]; then export LSF_ENVDIR="$LSF_ENVDIR_VALUE"; fi
 log="$DIR/local/log/$name.log"
 if [ -f "$DIR/bin/$name.log-path" ]; then log="\$(cat "$DIR/bin/$name.log-path")"; fi
 exec "$VENV/bin/$prog" --log "\$log" $* "\$@"
@@ -202,9 +215,15 @@ state_dir = "$DIR/blah-state"
 [driver.slurm]
 slurm_conf = "$SLURM_CONF_FILE"
 
-[driver.pbs]
-slurm_conf = "$SLURM_CONF_FILE"
 EOF
+if [ -n "$PBS_BIN_DIR" ]; then # the real OpenPBS of .ci/pbs-up.sh
+    printf '\n[driver.pbs]\nbin_dir = "%s"\n' "$PBS_BIN_DIR" >>"$DIR/blahpd.toml"
+else # Slurm's Torque-style wrappers
+    printf '\n[driver.pbs]\nslurm_conf = "%s"\n' "$SLURM_CONF_FILE" >>"$DIR/blahpd.toml"
+fi
+if [ -n "$LSF_ENVDIR_VALUE" ]; then # the LSF of .ci/lsf-up.sh
+    printf '\n[driver.lsf]\nlsf_envdir = "%s"\n' "$LSF_ENVDIR_VALUE" >>"$DIR/blahpd.toml"
+fi
 
 # A collector port of its own per version (nothing listens there: the tools use the schedd's
 # address file).

@@ -8,7 +8,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from live_services import unavailable
+from live_services import env_file, lsf_bin_dir, unavailable
 
 
 def slurm_conf_path() -> str | None:
@@ -85,20 +85,6 @@ def sge_env() -> dict[str, str] | None:
 
 
 # ---------------------------------------------------------------------- OpenPBS
-def env_file(path: Path) -> dict[str, str]:
-    """``export NAME=value`` lines of a file the `.ci/*-up.sh` scripts write ({} if none)."""
-    settings: dict[str, str] = {}
-    try:
-        lines = path.read_text().splitlines()
-    except OSError:
-        return settings
-    for line in lines:
-        name, sep, value = line.removeprefix("export ").partition("=")
-        if sep and name.strip():
-            settings[name.strip()] = value.strip().strip("'\"")
-    return settings
-
-
 @pytest.fixture(scope="session")
 def pbs_env() -> dict[str, str] | None:
     """Environment for processes that talk to the real OpenPBS (PBS_CONF_FILE, and
@@ -117,20 +103,41 @@ def pbs_env() -> dict[str, str] | None:
     return env if proc.returncode == 0 else None
 
 
+# ---------------------------------------------------------------------- LSF
+@pytest.fixture(scope="session")
+def lsf_env() -> dict[str, str] | None:
+    """Environment for processes that talk to the live LSF (LSF_ENVDIR), from $LSF_ENVDIR or
+    the file `.ci/lsf-up.sh` writes ($GAHP_LSF_DIR/env, default /tmp/gahp-lsf/env), or None
+    when it does not answer."""
+    envdir = os.environ.get("LSF_ENVDIR") or env_file(
+        Path(os.environ.get("GAHP_LSF_DIR", "/tmp/gahp-lsf")) / "env").get("LSF_ENVDIR")
+    bin_dir = lsf_bin_dir(envdir) if envdir else None
+    if not envdir or not bin_dir:
+        return None
+    env = {**os.environ, "LSF_ENVDIR": envdir}
+    try:
+        proc = subprocess.run([str(Path(bin_dir) / "bqueues")], env=env,
+                              capture_output=True, text=True, timeout=15)
+    except (subprocess.TimeoutExpired, OSError):
+        return None
+    return env if proc.returncode == 0 else None
+
+
 # ---------------------------------------------------------------------- any of them
 _BATCH = {
     "slurm": ("Slurm", "bash .ci/slurm-up.sh", "GAHP_REQUIRE_SLURM"),
     "sge": ("Grid Engine", "bash .ci/sge-up.sh", "GAHP_REQUIRE_SGE"),
     "pbs": ("OpenPBS", "bash .ci/pbs-up.sh", "GAHP_REQUIRE_PBS"),
+    "lsf": ("LSF", "bash .ci/lsf-up.sh", "GAHP_REQUIRE_LSF"),
 }
 
 
 @pytest.fixture(scope="session")
-def batch_env(slurm_env, sge_env, pbs_env):
+def batch_env(slurm_env, sge_env, pbs_env, lsf_env):
     """``need(system)``: the environment for a live batch system ("slurm", "sge", "pbs": the
-    real OpenPBS; any case), None for one that needs no daemon (fork). Skips when it is
-    down, or fails when its GAHP_REQUIRE_* variable is 1 (CI)."""
-    envs = {"slurm": slurm_env, "sge": sge_env, "pbs": pbs_env}
+    real OpenPBS, "lsf"; any case), None for one that needs no daemon (fork). Skips when it
+    is down, or fails when its GAHP_REQUIRE_* variable is 1 (CI)."""
+    envs = {"slurm": slurm_env, "sge": sge_env, "pbs": pbs_env, "lsf": lsf_env}
 
     def need(system: str) -> dict[str, str] | None:
         key = system.lower()
@@ -149,22 +156,18 @@ def batch_env(slurm_env, sge_env, pbs_env):
 # Most of the suite's time is spent waiting for real services, so two workers run it. A worker
 # takes a whole group: each module is a group of its own (its module fixtures run once), except
 # the modules that share a real service with a test that stops it, which go into one group per
-# service: the batch systems (the outage tests stop slurmctld and sge_qmaster; the HTCondor
-# tests submit to Slurm and SGE and kill GAHPs) and the real BOINC server (the fault tests stop
-# Apache and MariaDB under it).
-BATCH_FIXTURES = frozenset({"slurm_env", "sge_env", "batch_env", "slurm_config", "sge_config"})
-OWN_GROUP_FIXTURES = {"openpbs_config": "openpbs"}
-"""Fixtures of a batch system that no other module's test stops: their modules form a group
-of their own, beside the others."""
+# service: the batch systems (the outage tests stop slurmctld, sge_qmaster, pbs_server and
+# mbatchd; the HTCondor tests submit to every batch system and kill GAHPs) and the real BOINC
+# server (the fault tests stop Apache and MariaDB under it).
+BATCH_FIXTURES = frozenset({"slurm_env", "sge_env", "pbs_env", "lsf_env", "batch_env",
+                            "slurm_config", "sge_config", "openpbs_config", "lsf_config"})
+
 
 
 def service_group(module: str, fixtures: set[str]) -> str:
     """The xdist group of a test module, from its path and the fixtures its tests use."""
     if module.startswith("tests/boinc_real/") or module.endswith("test_htcondor_real_boinc.py"):
         return "real-boinc-server"
-    own = {OWN_GROUP_FIXTURES[f] for f in fixtures & OWN_GROUP_FIXTURES.keys()}
-    if len(own) == 1 and not fixtures & BATCH_FIXTURES:
-        return own.pop()
     if (module.startswith("tests/htcondor/") or module.endswith("_live.py")
             or fixtures & BATCH_FIXTURES):
         return "batch-systems"

@@ -1,9 +1,11 @@
-"""The one rule for tests of a real service (Slurm, Grid Engine, HTCondor, the BOINC server):
-without it they skip with the reason; under its ``GAHP_REQUIRE_*=1`` (CI) they fail."""
+"""The one rule for tests of a real service (Slurm, Grid Engine, OpenPBS, LSF, HTCondor, the BOINC
+server): without it they skip with the reason; under its ``GAHP_REQUIRE_*=1`` (CI) they fail.
+And how the settings files of the ``.ci/*-up.sh`` scripts are read."""
 
 from __future__ import annotations
 
 import os
+from pathlib import Path
 from typing import NoReturn
 
 import pytest
@@ -14,3 +16,23 @@ def unavailable(require: str, reason: str) -> NoReturn:
     if os.environ.get(require) == "1":
         pytest.fail(f"{require}=1 but {reason}", pytrace=False)
     pytest.skip(reason)
+
+
+def env_file(path: Path) -> dict[str, str]:
+    """``export NAME=value`` lines of a file the `.ci/*-up.sh` scripts write ({} if none)."""
+    settings: dict[str, str] = {}
+    try:
+        lines = path.read_text().splitlines()
+    except OSError:
+        return settings
+    for line in lines:
+        name, sep, value = line.removeprefix("export ").partition("=")
+        if sep and name.strip():
+            settings[name.strip()] = value.strip().strip("'\"")
+    return settings
+
+
+def lsf_bin_dir(envdir: str) -> str | None:
+    """LSF_BINDIR from ``envdir/lsf.conf``, or None."""
+    settings = env_file(Path(envdir) / "lsf.conf")
+    return settings.get("LSF_BINDIR")

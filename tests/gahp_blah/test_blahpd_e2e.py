@@ -1,5 +1,5 @@
-"""blahpd spawned as a subprocess, driving real batch systems (fork always, Slurm and Grid
-Engine when up)."""
+"""blahpd spawned as a subprocess, driving real batch systems (fork always; Slurm, Grid
+Engine, OpenPBS and LSF when up)."""
 
 from __future__ import annotations
 
@@ -47,9 +47,9 @@ def v2(args: list[str]) -> str:
     return " ".join("'" + a.replace("'", "''") + "'" for a in args)
 
 
-@pytest.fixture(params=["fork", "slurm", "pbs", "sge"])
+@pytest.fixture(params=["fork", "slurm", "pbs", "sge", "lsf"])
 def lrms(request, batch_env) -> str:
-    batch_env("slurm" if request.param == "pbs" else request.param)  # PBS: Slurm's commands
+    batch_env(request.param)  # pbs: the real OpenPBS
     return request.param
 
 
@@ -99,8 +99,16 @@ class Blah:
 
 
 @pytest.fixture
-def blah(tmp_path, slurm_env, sge_env):
-    env = {**(slurm_env or {}), **(sge_env or {})} or None  # SGE_ROOT & co. for gridtype sge
+def blah(tmp_path, slurm_env, sge_env, pbs_env, lsf_env):
+    env = {**os.environ, **(slurm_env or {}), **(sge_env or {})}  # SGE_ROOT & co. for sge
+    config = ""
+    if pbs_env is not None:  # the real OpenPBS, not Slurm's qsub that PATH may hold
+        config += f'[driver.pbs]\nbin_dir = "{pbs_env["GAHP_PBS_BIN_DIR"]}"\n'
+        env["PBS_CONF_FILE"] = pbs_env["PBS_CONF_FILE"]
+    if lsf_env is not None:
+        config += f'[driver.lsf]\nlsf_envdir = "{lsf_env["LSF_ENVDIR"]}"\n'
+    (tmp_path / "blahpd.toml").write_text(config)
+    env["BLAHPD_CONFIG"] = str(tmp_path / "blahpd.toml")
     b = Blah(tmp_path / "state", env)
     yield b
     b.close()
@@ -167,18 +175,27 @@ def _slurm_node_cpus(env: dict[str, str] | None) -> int:
     return int(words[0]) if words and words[0].isdigit() else os.cpu_count() or 1
 
 
-def test_hold_and_resume(blah, lrms, program, tmp_path, slurm_env):
+def _pbs_node_cpus(env: dict[str, str]) -> int:
+    """The CPUs of OpenPBS's one node."""
+    proc = subprocess.run([str(Path(env["GAHP_PBS_BIN_DIR"]) / "pbsnodes"), "-a", "-F", "json"],
+                          capture_output=True, text=True, timeout=30, env=env)
+    nodes = json.loads(proc.stdout)["nodes"]
+    return int(next(iter(nodes.values()))["resources_available"]["ncpus"])
+
+
+def test_hold_and_resume(blah, lrms, program, tmp_path, slurm_env, pbs_env):
     blocker = None
     if lrms in ("slurm", "pbs"):
-        # keep the next job pending: fill the node first (one task per CPU Slurm has there)
+        # keep the next job pending: fill the node first (every CPU the batch system has there)
+        cpus = _slurm_node_cpus(slurm_env) if lrms == "slurm" else _pbs_node_cpus(pbs_env)
         res = blah.submit(
             Cmd=str(program),
             Iwd=str(tmp_path),
             Environment="BT_SLEEP=120",
-            NodeNumber=_slurm_node_cpus(slurm_env),
+            NodeNumber=cpus,
             Out="b",
             Err="be",
-            gridtype="slurm",  # PBS here is Slurm's commands: the same node
+            gridtype=lrms,
         )
         blocker = res[2]
         blah.wait(blocker, 2)
@@ -223,8 +240,8 @@ def test_error_results_have_the_right_field_counts(blah):
     c = blah.client
     res = c.call("BLAH_JOB_SUBMIT", "[ Cmd = ")
     assert len(res) == 3 and res[0] != "0" and res[2] == "N/A"
-    res = c.call("BLAH_JOB_SUBMIT", ad_string(Cmd="/bin/true", gridtype="lsf"))
-    assert len(res) == 3 and "lsf" in res[1] and res[2] == "N/A"
+    res = c.call("BLAH_JOB_SUBMIT", ad_string(Cmd="/bin/true", gridtype="nosuchlrms"))
+    assert len(res) == 3 and "nosuchlrms" in res[1] and res[2] == "N/A"
     res = c.call("BLAH_JOB_SUBMIT", ad_string(Arguments="x", gridtype="fork"))
     assert len(res) == 3 and "Cmd" in res[1]
     res = c.call("BLAH_JOB_STATUS", "not-a-job-id")

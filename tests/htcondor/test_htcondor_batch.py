@@ -1,6 +1,7 @@
-"""`grid_resource = batch fork|slurm|sge|pbs` through blahpd, driven by the real gridmanager of
-HTCondor 9.12 and 25.0: arguments and environment with spaces and quotes, stdin, output and
-error back, the exit code in condor_history; condor_rm; condor_hold + condor_release.
+"""`grid_resource = batch fork|slurm|sge|pbs|lsf` through blahpd (pbs: the real OpenPBS, lsf:
+volclava), driven by the real gridmanager of HTCondor 9.12 and 25.0: arguments and environment
+with spaces and quotes, stdin, output and error back, the exit code in condor_history;
+condor_rm; condor_hold + condor_release.
 
 All jobs of every (version, system) are submitted at once by one module fixture and advanced
 together (remove once running, hold once running, release once held), so they run concurrently.
@@ -26,7 +27,7 @@ from htcondor_kit import (
     user_log_events,
 )
 
-SYSTEMS = ("fork", "slurm", "sge", "pbs")
+SYSTEMS = ("fork", "slurm", "sge", "pbs", "lsf")
 DEADLINE_S = 300.0
 
 ARGS = ["-c", "printf '%s|' \"$1\" \"$2\" \"$GREETING\" \"$QUOTED\"; cat; echo to-stderr >&2; "
@@ -120,10 +121,12 @@ class Combo:
 
 
 @pytest.fixture(scope="module")
-def campaign(htcondors, slurm_env, sge_env, jobdirs) -> Iterator[dict[tuple[str, str], Combo]]:
+def campaign(
+    htcondors, slurm_env, sge_env, pbs_env, lsf_env, jobdirs
+) -> Iterator[dict[tuple[str, str], Combo]]:
     """Submit every (version, system) at once and drive all jobs to their end."""
-    up = {"fork": True, "slurm": slurm_env is not None, "pbs": slurm_env is not None,
-          "sge": sge_env is not None}
+    up = {"fork": True, "slurm": slurm_env is not None, "pbs": pbs_env is not None,
+          "sge": sge_env is not None, "lsf": lsf_env is not None}
     combos: dict[tuple[str, str], Combo] = {}
     for version in VERSIONS:
         condor = htcondors[version][0]
@@ -155,7 +158,7 @@ def campaign(htcondors, slurm_env, sge_env, jobdirs) -> Iterator[dict[tuple[str,
 
 def _combo(campaign, need_htcondor, batch_env, version: str, system: str) -> Combo:
     need_htcondor(version)
-    batch_env("slurm" if system == "pbs" else system)  # PBS here is Slurm's PBS wrappers
+    batch_env(system)
     combo = campaign[(version, system)]
     assert not combo.problems, combo.problems
     return combo

@@ -1,6 +1,6 @@
-"""A burst: `queue 200` through blahpd on fork (`queue 100` on Slurm), driven by the real
-gridmanager of both versions at once.  Every job completes with its own output, and blahpd gives the
-gridmanager no error reply (no `E`/`F`, no non-zero BLAH rc) meanwhile."""
+"""A burst: `queue 200` through blahpd on fork (`queue 100` on Slurm, OpenPBS and LSF), driven
+by the real gridmanager of both versions at once.  Every job completes with its own output, and
+blahpd gives the gridmanager no error reply (no `E`/`F`, no non-zero BLAH rc) meanwhile."""
 
 from __future__ import annotations
 
@@ -14,10 +14,11 @@ from typing import Any
 import pytest
 from htcondor_kit import DONE, HELD, HTCondor
 
-SIZE = {"fork": 200, "slurm": 100}
-DEADLINE_S = 360.0
-# Slurm on one version only, and 100 jobs: the CI Slurm starts about 1.5 jobs/s
-CASES = (("9.12.0", "fork"), ("25.0.13", "fork"), ("25.0.13", "slurm"))
+SIZE = {"fork": 200, "slurm": 100, "pbs": 100, "lsf": 100}
+DEADLINE_S = 480.0
+# The batch systems on one version only, and 100 jobs: the CI Slurm starts about 1.5 jobs/s
+CASES = (("9.12.0", "fork"), ("25.0.13", "fork"), ("25.0.13", "slurm"), ("25.0.13", "pbs"),
+         ("25.0.13", "lsf"))
 ERROR_REPLY = re.compile(r"GAHP\[\d+\] -> '(?:[EF]'|\d+' '(?!0')\d+')")
 
 
@@ -47,8 +48,11 @@ class Burst:
 
 
 @pytest.fixture(scope="module")
-def bursts(htcondors, slurm_env, jobdirs) -> Iterator[dict[tuple[str, str], Burst]]:
-    up = {"fork": True, "slurm": slurm_env is not None}
+def bursts(
+    htcondors, slurm_env, pbs_env, lsf_env, jobdirs
+) -> Iterator[dict[tuple[str, str], Burst]]:
+    up = {"fork": True, "slurm": slurm_env is not None, "pbs": pbs_env is not None,
+          "lsf": lsf_env is not None}
     out: dict[tuple[str, str], Burst] = {}
     start = time.monotonic()
     for version, system in CASES:
