@@ -24,9 +24,12 @@ PBS Professional:
   total, shared out among the N chunks), ``-l walltime=HH:MM:SS``; the chunks' placement
   is the site's default ``place``.
   ``qsub -f`` (no lingering per-user qsub daemon), ``-h`` for a held start.
-* Status: one ``qstat -x -f -F json <ids>`` per ``status_interval`` for all tracked jobs
-  (history included, so finished jobs keep their ``Exit_status``): 0-255 is the job's exit
-  code, 256+N means killed by signal N, a negative value means PBS could not run the job.
+* Status: one ``qstat -f -F json`` per ``status_interval`` for all the jobs PBS has queued or
+  running (a large server's list is big: raise ``status_interval`` there), and ``qstat -x -f
+  -F json <ids>`` for the tracked jobs that left it (finished since the last round: each is
+  asked once, then its state is final).  PBS's history keeps finished jobs with their
+  ``Exit_status``: 0-255 is the job's exit code, 256+N means killed by signal N, a negative
+  value means PBS could not run the job.
   A job PBS does not know is REMOVED when job history is on (``job_history_enable``: it
   never existed, or its history expired), else COMPLETED with its exit status unknown.
 * Cancel: the job is recorded as cancelled (``state_dir/cancelled``), then ``qdel``; from
@@ -392,11 +395,24 @@ class PbsDriver(CommandDriver):
 
     def bulk_status(self, native_ids: Sequence[str]) -> dict[str, JobInfo]:
         if self.flavor() == "pbspro":
-            found: dict[str, JobInfo] = {}
-            for start in range(0, len(native_ids), _IDS_PER_QSTAT):
-                found.update(self._pbspro_status(native_ids[start : start + _IDS_PER_QSTAT]))
-            return found
+            return self._pbspro_bulk(native_ids)
         return self._torque_bulk(native_ids)
+
+    def _pbspro_bulk(self, native_ids: Sequence[str]) -> dict[str, JobInfo]:
+        """One ``qstat -f -F json`` for every job PBS has queued or running (qstat asks the
+        server once per id given, so ids are not given), then ``qstat -x -f -F json`` for
+        the tracked jobs that left it: those finished since (each once, then final)."""
+        proc = self._run("qstat", "-f", "-F", "json")
+        live = parse_qstat_json(proc.stdout) if proc.stdout.strip() else {}
+        found = {
+            native_id: info_from_pbspro(live[native_id], cancelled=self._cancelled(native_id))
+            for native_id in native_ids
+            if native_id in live
+        }
+        gone = [native_id for native_id in native_ids if native_id not in live]
+        for start in range(0, len(gone), _IDS_PER_QSTAT):
+            found.update(self._pbspro_status(gone[start : start + _IDS_PER_QSTAT]))
+        return found
 
     def query_status(self, native_id: str) -> JobInfo:
         self._check_id(native_id)

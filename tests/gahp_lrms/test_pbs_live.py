@@ -193,17 +193,32 @@ def test_running_job_cannot_be_held(openpbs_driver, tmp_path):
 
 
 def test_one_bulk_query_for_many_jobs(openpbs_config, tmp_path):
-    """A status round over many tracked jobs is one qstat, whatever their number."""
-    driver = get_driver("pbs", {**openpbs_config, "status_interval": "60"}, tmp_path)
-    ids = [driver.submit(JobSpec("/bin/true", start_held=True)) for _ in range(12)]
+    """A status round over many tracked jobs is one qstat for the live ones (never one per
+    job: qstat asks the server once per id it is given), plus one for those that finished
+    since the last round; then their states are final and never asked again."""
+    driver = get_driver("pbs", {**openpbs_config, "status_interval": "3600"}, tmp_path)
+    held = [driver.submit(JobSpec("/bin/true", start_held=True)) for _ in range(6)]
+    quick = [driver.submit(JobSpec("/bin/true")) for _ in range(6)]
     try:
+        deadline = time.monotonic() + 90
+        while set(json.loads(driver._run(  # type: ignore[attr-defined]
+                "qstat", "-x", "-f", "-F", "json", *quick).stdout)["Jobs"][i]["job_state"]
+                  for i in quick) != {"F"}:
+            assert time.monotonic() < deadline, "the quick jobs did not finish"
+            time.sleep(0.5)
         calls = _counting(driver)
-        states = [driver.status(i) for i in ids]
-        assert {s.status for s in states} == {JobStatus.HELD}
-        assert [c[0] for c in calls] == ["qstat"], calls
-        assert set(ids) <= set(calls[0])
+        registry = driver.registry  # type: ignore[attr-defined]
+        registry.refresh()
+        assert calls == [["qstat", "-f", "-F", "json"],
+                         ["qstat", "-x", "-f", "-F", "json", *quick]], calls
+        states = [driver.status(i) for i in held + quick]
+        assert [s.status for s in states] == [JobStatus.HELD] * 6 + [JobStatus.COMPLETED] * 6
+        assert all(s.exit_code == 0 for s in states[6:])
+        assert len(calls) == 2, calls[2:]  # answered from the round
+        registry.refresh()
+        assert calls[2:] == [["qstat", "-f", "-F", "json"]], "final states are asked again"
     finally:
-        for i in ids:
+        for i in held:
             driver.cancel(i)
 
 
