@@ -6,7 +6,6 @@ import scenarios
 from conftest import Backend, backend_for
 
 
-
 def fork() -> Backend:
     return backend_for("Fork", lambda _kind: None)
 
