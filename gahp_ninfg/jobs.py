@@ -238,6 +238,8 @@ class JobManager:
                 started = all(i.status not in (JobStatus.IDLE, JobStatus.HELD) for i in infos)
                 if all(i.finished for i in infos):
                     await self.run_in_worker(self._collect_outputs, job)
+                    if job.status is Status.PENDING and all(_ran(i) for i in infos):
+                        self._set(job, Status.ACTIVE, "")  # it ran between two polls
                     self._set(job, Status.DONE, _summary(infos))
                     return
                 if started and job.status is Status.PENDING:
@@ -309,6 +311,13 @@ def _summary(infos: Sequence[JobInfo]) -> str:
         else:
             codes.append("ended")
     return ", ".join(codes)
+
+
+def _ran(info: JobInfo) -> bool:
+    """Whether a finished process had started: it ended with an exit status or signal."""
+    return info.status is JobStatus.COMPLETED and (
+        info.exit_code is not None or info.exit_signal is not None
+    )
 
 
 def _one_line(exc: BaseException) -> str:

@@ -119,6 +119,7 @@ class FakeBatch(CommandDriver):
     def __init__(self, config: Mapping[str, Any], state_dir: Path) -> None:
         super().__init__(config, state_dir)
         self.states: dict[str, JobStatus] = {}
+        self.exit_codes: dict[str, int] = {}
         self.cancelled: list[str] = []
         self.submit_gate = threading.Event()
         self.submit_gate.set()
@@ -135,10 +136,11 @@ class FakeBatch(CommandDriver):
 
     def bulk_status(self, native_ids: Sequence[str]) -> dict[str, JobInfo]:
         self.bulk_calls += 1
-        return {n: JobInfo(self.states[n]) for n in native_ids if n in self.states}
+        return {n: self.query_status(n) for n in native_ids if n in self.states}
 
     def query_status(self, native_id: str) -> JobInfo:
-        return JobInfo(self.states.get(native_id, JobStatus.COMPLETED))
+        status = self.states.get(native_id, JobStatus.COMPLETED)
+        return JobInfo(status, exit_code=self.exit_codes.get(native_id))
 
     def cancel(self, native_id: str) -> None:
         self.cancelled.append(native_id)
@@ -289,3 +291,20 @@ def test_unknown_arguments_are_ignored_with_a_warning(tmp_path):
     assert client.close() == 0
     log = (tmp_path / "invoke.log").read_text()
     assert "--bogus" in log and "--other=1" in log and "WARNING" in log
+
+
+def test_a_job_that_ran_between_two_polls_is_active_before_done(tmp_path, program):
+    async def scenario() -> None:
+        h = Harness(tmp_path)
+        h.create(program, polling="30")  # one poll at the start, the next far away
+        jid = (await h.note("CREATE_NOTIFY", "1", "S"))[3]
+        h.driver.states["1"] = JobStatus.IDLE
+        await asyncio.sleep(0.2)
+        h.driver.states["1"] = JobStatus.COMPLETED
+        h.driver.exit_codes["1"] = 0
+        h.manager.destroy(jid)  # wakes the watcher at once
+        await h.note("STATUS_NOTIFY", jid, "DONE")
+        assert [n[2] for n in h.notes if n[0] == "STATUS_NOTIFY"] == ["ACTIVE", "DONE"]
+        await h.manager.shutdown()
+
+    asyncio.run(scenario())
