@@ -120,6 +120,7 @@ class FakeBatch(CommandDriver):
         super().__init__(config, state_dir)
         self.states: dict[str, JobStatus] = {}
         self.exit_codes: dict[str, int] = {}
+        self.initial = JobStatus.RUNNING
         self.cancelled: list[str] = []
         self.submit_gate = threading.Event()
         self.submit_gate.set()
@@ -130,7 +131,7 @@ class FakeBatch(CommandDriver):
         self.submitting.set()
         self.submit_gate.wait(10)
         native = str(len(self.states) + 1)
-        self.states[native] = JobStatus.RUNNING
+        self.states[native] = self.initial
         self._submitted(native)
         return native
 
@@ -296,9 +297,9 @@ def test_unknown_arguments_are_ignored_with_a_warning(tmp_path):
 def test_a_job_that_ran_between_two_polls_is_active_before_done(tmp_path, program):
     async def scenario() -> None:
         h = Harness(tmp_path)
+        h.driver.initial = JobStatus.IDLE
         h.create(program, polling="30")  # one poll at the start, the next far away
         jid = (await h.note("CREATE_NOTIFY", "1", "S"))[3]
-        h.driver.states["1"] = JobStatus.IDLE
         await asyncio.sleep(0.2)
         h.driver.states["1"] = JobStatus.COMPLETED
         h.driver.exit_codes["1"] = 0
