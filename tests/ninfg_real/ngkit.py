@@ -65,12 +65,12 @@ def shared_dir() -> Path:
 def find_ng_dir(unpack_into: Path) -> tuple[Path | None, str]:
     """NG_DIR: ``$NG_DIR``, else where ``.ci/ninfg-up.sh`` unpacks it, else the bundle
     unpacked into ``unpack_into``; or None and the reason."""
-    candidates = [os.environ.get("NG_DIR"), os.environ.get("GAHP_NINFG_DIR", "/tmp/gahp-ninfg")]
-    for c in candidates[:1]:
-        if c and (Path(c) / "bin/ng_gen").exists():
-            return Path(c), ""
-    if candidates[1] and (Path(candidates[1]) / "ninfg-5.0.0/test-kit/ng-is-tap").exists():
-        return Path(candidates[1]) / "ninfg-5.0.0", ""
+    env_dir = os.environ.get("NG_DIR")
+    if env_dir and (Path(env_dir) / "bin/ng_gen").exists():
+        return Path(env_dir), ""
+    unpacked = Path(os.environ.get("GAHP_NINFG_DIR", "/tmp/gahp-ninfg")) / "ninfg-5.0.0"
+    if (unpacked / "test-kit/ng-is-tap").exists():
+        return unpacked, ""
     tarball = shared_dir() / "ninfg" / BUNDLE_NAME
     if not tarball.exists():
         return None, f"no Ninf-G bundle at {tarball} (run `bash .ci/ninfg-up.sh`)"
