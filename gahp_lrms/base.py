@@ -72,6 +72,14 @@ class Driver(abc.ABC):
     def ping(self) -> None:
         """Return if the batch system answers; raise :class:`DriverError` otherwise."""
 
+    def limit_status_interval(self, seconds: float) -> None:  # noqa: B027 (optional)
+        """A caller polls every ``seconds``: answer :meth:`status` with states at most
+        that old (a driver that caches states shortens its cache). By default nothing."""
+
+    def forget(self, native_id: str) -> None:  # noqa: B027 (optional)
+        """The caller will not ask about this (finished or cancelled) job again: drop
+        what is kept of it. By default nothing."""
+
     async def aclose(self) -> None:  # noqa: B027 (optional, empty by default)
         """Called once when the server stops, on its event loop: end waits and release
         what the driver holds. Jobs must survive it (a new driver object on the same

@@ -20,6 +20,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -117,7 +118,8 @@ class ForkDriver(Driver):
         if not os.path.isdir(workdir):
             raise DriverError(f"working directory {workdir} does not exist")
         try:
-            jobdir.mkdir(mode=0o700, parents=True)
+            self.jobs_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+            jobdir.mkdir(mode=0o700)
             data = {
                 "executable": spec.executable,
                 "arguments": list(spec.arguments),
@@ -244,6 +246,12 @@ class ForkDriver(Driver):
             if not state or state.get("phase") != "running" or not self._supervisor_alive(state):
                 break
             time.sleep(0.02)
+
+    def forget(self, native_id: str) -> None:
+        """Remove a finished job's directory (its spec holds the job's environment)."""
+        jobdir = self._jobdir(native_id)
+        if jobdir.exists() and self.status(native_id).finished:
+            shutil.rmtree(jobdir, ignore_errors=True)
 
     def hold(self, native_id: str) -> None:
         jobdir = self._jobdir(native_id)

@@ -163,6 +163,12 @@ class StatusRegistry:
             if entry is not None and not (entry.info and entry.info.finished):
                 entry.dirty = True
 
+    def forget(self, native_id: str) -> None:
+        """Stop tracking a job (the server will not ask about it again)."""
+        with self._cond:
+            if self._entries.pop(native_id, None) is not None:
+                self._append_drop(native_id)
+
     def tracked(self) -> list[str]:
         """The ids of the tracked jobs."""
         with self._cond:
@@ -352,6 +358,17 @@ class StatusRegistry:
         if self._journal_lines > 2 * len(self._entries) + 1000:
             self._compact()
 
+    def _append_drop(self, native_id: str) -> None:
+        if self.journal is None:
+            return
+        try:
+            with open(self.journal, "a") as fh:
+                fh.write(json.dumps({"id": native_id, "drop": True}) + "\n")
+        except OSError as exc:
+            log.warning("cannot write the status journal %s: %s", self.journal, exc)
+            return
+        self._journal_lines += 1
+
     def _compact(self) -> None:
         """Forget jobs finished ``keep_finished`` ago; rewrite the journal with one line per
         tracked job."""
@@ -423,6 +440,21 @@ class RegistryHolder:
     def has_bulk_status(self) -> bool:
         """Whether :meth:`bulk_status` works here (else status is per job)."""
         return True
+
+    def limit_status_interval(self, seconds: float) -> None:
+        """Keep states at most ``seconds`` old (never lengthens the interval)."""
+        if seconds <= 0:
+            return
+        with self._registry_lock:
+            self.status_interval = min(self.status_interval, seconds)
+            if self._registry is not None:
+                self._registry.interval = min(self._registry.interval, seconds)
+
+    def forget(self, native_id: str) -> None:
+        """Drop the job from the registry."""
+        registry = self._registry if self.use_registry else None
+        if registry is not None:
+            registry.forget(native_id)
 
     @property
     def registry(self) -> StatusRegistry | None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import shutil
 import tempfile
 from collections.abc import Sequence
 from pathlib import Path
@@ -50,6 +51,9 @@ def gahp_add_options(parser: argparse.ArgumentParser) -> None:
         metavar="KEY=VALUE",
         help="a job driver option (repeatable), e.g. slurm_conf=/etc/slurm/slurm.conf",
     )
+    g.add_argument(
+        "--ignored-argument", action="append", default=[], help=argparse.SUPPRESS
+    )  # what the ng_invoke_server.* command line had that it does not know: logged
 
 
 def _driver_options(items: Sequence[str]) -> dict[str, str]:
@@ -95,10 +99,13 @@ class NinfgBackend:
 @hookimpl
 def gahp_commands(context: BackendContext) -> list[Command]:
     name = context.options.driver
+    for arg in context.options.ignored_argument:
+        log.warning("ignoring unknown command-line argument %r", arg)
     state = Path(tempfile.mkdtemp(prefix=f"ng-invoke-{name}-"))
     try:
         driver = get_driver(name, _driver_options(context.options.driver_option), state / "lrms")
     except DriverError as exc:
+        shutil.rmtree(state, ignore_errors=True)
         raise BadRequest(str(exc)) from None
     manager = JobManager(
         driver,
@@ -108,5 +115,14 @@ def gahp_commands(context: BackendContext) -> list[Command]:
         DEFAULT_POLLING.get(name, 3.0),
         state / "jobs",
     )
-    context.on_shutdown(manager.shutdown)
+
+    async def shutdown() -> None:
+        """Cancel every job, then remove everything this server wrote (job specs hold
+        the jobs' environments)."""
+        try:
+            await manager.shutdown()
+        finally:
+            shutil.rmtree(state, ignore_errors=True)
+
+    context.on_shutdown(shutdown)
     return NinfgBackend(manager).commands()

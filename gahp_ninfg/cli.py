@@ -24,8 +24,9 @@ def _run(driver: str, prog: str, argv: Sequence[str] | None) -> None:
     parser = argparse.ArgumentParser(prog=prog, description=f"Ninf-G invoke server ({driver})")
     parser.add_argument("-l", metavar="LOGFILE", help="log file (default: no log)")
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
-    args = parser.parse_args(sys.argv[1:] if argv is None else argv)
-    inner = ["--driver", driver]
+    # The Ninf-G manual: an external module must not fail on arguments it does not know.
+    args, unknown = parser.parse_known_args(sys.argv[1:] if argv is None else argv)
+    inner = ["--driver", driver, *(f"--ignored-argument={a}" for a in unknown)]
     if args.l:
         inner += ["--log", args.l]
     bin_dir = os.environ.get("NG_INVOKE_BIN_DIR")

@@ -61,13 +61,17 @@ class NinfgDialect(Dialect):
             self._handle(request)
 
     def data_to_send(self) -> bytes:
+        _log_lines("reply", self._out)
         return _take(self._out)
 
     def errors_to_send(self) -> bytes:
+        _log_lines("notify", self._err)
         return _take(self._err)
 
     def _handle(self, framed: bytes | None) -> None:
         out = self._out
+        if framed is not None and log.isEnabledFor(logging.DEBUG):
+            log.debug("request: %s", masked_request(framed))
         if framed is None:
             out.append(reply(False, ("request too long",)))
             return
@@ -110,6 +114,36 @@ class NinfgDialect(Dialect):
 
     def stopping(self) -> None:
         self._quiet = True
+
+
+SECRET_ATTRIBUTES = ("auth_number",)
+"""JOB_CREATE attributes whose values are never logged (nor ``environment`` values)."""
+
+
+def masked_request(framed: bytes) -> str:
+    """A framed request for the log: its lines joined by `` | ``, with the values of
+    ``environment`` (NAME=***) and of the secret attributes masked."""
+    lines = []
+    for line in framed.decode(ENCODING, ERRORS).split("\n"):
+        name, sep, value = line.strip().partition(" ")
+        if name == "environment":
+            var, eq, _ = value.partition("=")
+            line = f"{name} {var}{eq and '=***'}"
+        elif name in SECRET_ATTRIBUTES and sep:
+            line = f"{name} ***"
+        lines.append(line)
+    return " | ".join(lines)
+
+
+def _log_lines(kind: str, pending: list[str]) -> None:
+    if pending and log.isEnabledFor(logging.DEBUG):
+        for chunk in pending:
+            for line in chunk.split(CRLF_TEXT):
+                if line:
+                    log.debug("%s: %s", kind, line)
+
+
+CRLF_TEXT = "\r\n"
 
 
 def _take(pending: list[str]) -> bytes:

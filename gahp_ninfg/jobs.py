@@ -79,6 +79,8 @@ class JobManager:
         self.jobs: dict[str, NinfgJob] = {}
         self._serial = itertools.count(1)
         self._prefix = f"{driver.name}.{os.getpid()}"
+        self._closing = False
+        self._submits: set[asyncio.Future[Any]] = set()
 
     # ---- requests (called on the event loop; never block) -------------------------------------
 
@@ -96,10 +98,22 @@ class JobManager:
         return job.status.value
 
     def destroy(self, jid: str) -> None:
+        """Cancel the job if it runs; forget it once its terminal state is sent."""
         job = self.jobs.get(jid)
         if job is None or not job.announced:
             raise Refused(f"no job {jid}")
         job.destroy.set()
+        if job.status.terminal:
+            self._forget(job)
+
+    def _forget(self, job: NinfgJob) -> None:
+        if self.jobs.pop(job.id, None) is None:
+            return
+        for native in job.natives:
+            try:
+                self.driver.forget(native)
+            except DriverError as exc:
+                log.debug("job %s: forgetting %s: %s", job.id, native, exc)
 
     # ---- the life of a job ----------------------------------------------------------------
 
@@ -108,7 +122,7 @@ class JobManager:
             job.request = parse_attributes(pairs)
             specs = await self.run_in_worker(self._prepare, job)
             for spec in specs:
-                job.natives.append(await self.run_in_worker(self.driver.submit, spec))
+                await self._submit(job, spec)
         except (AttributeProblem, DriverError, OSError) as exc:
             log.warning("job %s (request %s) not created: %s", job.id, job.reqid, exc)
             await self._cancel_natives(job)
@@ -125,6 +139,24 @@ class JobManager:
             if not job.status.terminal:  # cancelled at shutdown
                 await asyncio.shield(self._cancel_natives(job))
             self._cleanup(job)
+        if job.destroy.is_set():
+            self._forget(job)
+
+    async def _submit(self, job: NinfgJob, spec: JobSpec) -> None:
+        """Submit one process; its id is recorded even if this task is cancelled meanwhile,
+        so the shutdown sweep finds it."""
+        if self._closing:
+            raise DriverError("the invoke server is shutting down")
+        future = asyncio.ensure_future(self.run_in_worker(self.driver.submit, spec))
+        self._submits.add(future)
+
+        def record(done: asyncio.Future[Any]) -> None:
+            self._submits.discard(done)
+            if not done.cancelled() and done.exception() is None:
+                job.natives.append(done.result())
+
+        future.add_done_callback(record)
+        await asyncio.shield(future)
 
     def _prepare(self, job: NinfgJob) -> list[JobSpec]:
         """Scratch directory, staged executable, auth number file; one spec per process."""
@@ -134,7 +166,8 @@ class JobManager:
             raise AttributeProblem(
                 f"backend {req.backend} is not supported by this invoke server (NORMAL only)"
             )
-        job.scratch.mkdir(mode=0o700, parents=True)
+        self.scratch_root.mkdir(mode=0o700, parents=True, exist_ok=True)
+        job.scratch.mkdir(mode=0o700)
         exe = Path(req.executable)
         if req.staging:
             if not exe.is_file():
@@ -179,6 +212,7 @@ class JobManager:
         req = job.request
         assert req is not None
         interval = req.status_polling or self.default_polling
+        self.driver.limit_status_interval(interval)
         failures = 0
         cancelled = False
         while True:
@@ -204,6 +238,8 @@ class JobManager:
                 started = all(i.status not in (JobStatus.IDLE, JobStatus.HELD) for i in infos)
                 if all(i.finished for i in infos):
                     await self.run_in_worker(self._collect_outputs, job)
+                    if job.status is Status.PENDING and all(_ran(i) for i in infos):
+                        self._set(job, Status.ACTIVE, "")  # it ran between two polls
                     self._set(job, Status.DONE, _summary(infos))
                     return
                 if started and job.status is Status.PENDING:
@@ -226,14 +262,14 @@ class JobManager:
         for target, stem in ((req.stdout_file, "stdout"), (req.stderr_file, "stderr")):
             if not target:
                 continue
-            tmp = Path(f"{target}.part-{os.getpid()}")
-            with open(tmp, "wb") as out:
+            # Into the client's own file: its mode (0600) and inode stay as they are.
+            fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+            with os.fdopen(fd, "wb") as out:
                 for i in range(len(job.natives)):
                     part = job.scratch / f"{stem}.{i}"
                     if part.exists():
                         with open(part, "rb") as src:
                             shutil.copyfileobj(src, out)
-            os.replace(tmp, target)
 
     async def _cancel_natives(self, job: NinfgJob) -> None:
         async def cancel(native: str) -> None:
@@ -250,6 +286,11 @@ class JobManager:
     # ---- shutdown (EXIT, stdin EOF): cancel everything, notify nothing ---------------------
 
     async def shutdown(self) -> None:
+        """Refuse new submissions, let those under way finish, then cancel every job that
+        has not ended (also one cancelled in mid-submit)."""
+        self._closing = True
+        if self._submits:
+            await asyncio.wait(list(self._submits))
         unfinished = [j for j in self.jobs.values() if not j.status.terminal]
         await asyncio.gather(*(self._cancel_natives(j) for j in unfinished))
         for job in unfinished:
@@ -270,6 +311,13 @@ def _summary(infos: Sequence[JobInfo]) -> str:
         else:
             codes.append("ended")
     return ", ".join(codes)
+
+
+def _ran(info: JobInfo) -> bool:
+    """Whether a finished process had started: it ended with an exit status or signal."""
+    return info.status is JobStatus.COMPLETED and (
+        info.exit_code is not None or info.exit_signal is not None
+    )
 
 
 def _one_line(exc: BaseException) -> str:

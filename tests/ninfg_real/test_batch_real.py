@@ -1,0 +1,50 @@
+"""The real Ninf-G 5.0.0 client through ``ng_invoke_server.Slurm``, ``.SGE``, ``.PBS`` and
+``.LSF``.
+
+These share the live batch systems with the other batch-system tests (the ``batch_env``
+fixture puts the module into their xdist group).  Handles per test are capped by the
+system's slots: an executable ends only when its handle is destructed, so more jobs than
+slots would deadlock the client.
+"""
+
+from __future__ import annotations
+
+import pytest
+import scenarios
+from conftest import Backend, backend_for
+
+KINDS = ["Slurm", "SGE", "PBS", "LSF"]
+
+
+@pytest.fixture(params=KINDS)
+def backend(request: pytest.FixtureRequest, batch_env) -> Backend:
+    return backend_for(request.param, batch_env)
+
+
+def test_sync_call(make_client, backend):
+    scenarios.sync_call(make_client, backend)
+
+
+def test_many_handles_and_destruct_latency(make_client, backend):
+    times = scenarios.many_handles(make_client, backend)
+    scenarios.destructs_follow_polling(times, polling=1.0)
+
+
+def test_array_handle(make_client, backend):
+    scenarios.array_handle(make_client, backend)
+
+
+def test_destruct_mid_call(make_client, backend):
+    scenarios.destruct_mid_call(make_client, backend)
+
+
+def test_start_timeout(make_client, backend):
+    scenarios.start_timeout(make_client, backend)
+
+
+def test_missing_executable(make_client, backend):
+    scenarios.missing_executable(make_client, backend)
+
+
+def test_client_killed(make_client, backend):
+    scenarios.client_killed(make_client, backend)
