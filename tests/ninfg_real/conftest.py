@@ -10,6 +10,7 @@ runs them anyway).
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import shutil
 import signal
@@ -22,9 +23,8 @@ import pytest
 from live_services import unavailable
 from ngkit import NgClient, Result, alive, build_sample, find_ng_dir, write_invoke_servers
 
-PENDING_DRIVERS = frozenset({"PBS", "LSF"})
+PENDING_DRIVERS = frozenset({"LSF"})
 """Drivers being written elsewhere: their cases skip until they are merged."""
-PBS_BIN = Path(os.environ.get("GAHP_PBS_BIN", "/opt/pbs/bin"))
 LSF_TOP = Path(os.environ.get("GAHP_LSF_DIR", "/opt/volclava"))
 MAX_HANDLES = 20
 
@@ -121,17 +121,18 @@ def sge_backend(env: dict[str, str]) -> Backend:
                    total, "JOB_ID", state, lambda job: _run([f"{qbin}/qdel", job], env) and None)
 
 
-def pbs_backend() -> Backend:
-    env = {**os.environ, "NG_INVOKE_BIN_DIR": str(PBS_BIN)}
-    if _run([str(PBS_BIN / "qstat"), "-B"], env).returncode != 0:
-        unavailable("GAHP_REQUIRE_PBS", f"PBS does not answer ({PBS_BIN}/qstat -B)")
+def pbs_backend(env: dict[str, str]) -> Backend:
+    pbs_bin = Path(env["GAHP_PBS_BIN_DIR"])
+    env = {**env, "NG_INVOKE_BIN_DIR": str(pbs_bin)}
 
     def state(job: str) -> str:
-        proc = _run([str(PBS_BIN / "qstat"), "-f", job], env)
+        proc = _run([str(pbs_bin / "qstat"), "-f", job], env)
         return "live" if proc.returncode == 0 and "job_state = F" not in proc.stdout else "gone"
 
-    return Backend("PBS", env, 4, "PBS_JOBID", state,
-                   lambda job: _run([str(PBS_BIN / "qdel"), job], env) and None)
+    nodes = json.loads(_run([str(pbs_bin / "pbsnodes"), "-a", "-F", "json"], env).stdout)
+    cpus = sum(int(n["resources_available"]["ncpus"]) for n in nodes["nodes"].values())
+    return Backend("PBS", env, cpus, "PBS_JOBID", state,
+                   lambda job: _run([str(pbs_bin / "qdel"), job], env) and None)
 
 
 def lsf_backend() -> Backend:
@@ -158,7 +159,9 @@ def backend_for(kind: str, batch_env: Callable[[str], dict[str, str] | None]) ->
         return slurm_backend(dict(batch_env("slurm") or {}))
     if kind == "SGE":
         return sge_backend(dict(batch_env("sge") or {}))
-    return pbs_backend() if kind == "PBS" else lsf_backend()
+    if kind == "PBS":
+        return pbs_backend(dict(batch_env("pbs") or {}))
+    return lsf_backend()
 
 
 @pytest.fixture
