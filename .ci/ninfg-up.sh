@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
 # Unpack the Ninf-G 5.0.0 client bundle for the real-client tests (tests/ninfg_real/).
 #
-# Usage (as root on Debian 12, or as anyone when the packages are there):  bash .ci/ninfg-up.sh
+# Usage (as root on Debian 12, or as anyone when the packages are there):
+#   bash .ci/ninfg-up.sh          # the bundle and what building from IDL needs
+#   bash .ci/ninfg-up.sh --sshd   # and /usr/sbin/sshd, for benchmarks/ninfg_vs_ssh.py (the
+#                                 # package's own sshd service is kept from starting)
 #
 # The bundle is ${GAHP_SHARED:-<repo>/../shared}/ninfg/ninfg-5.0.0-debian12-x86_64.tar.xz.  It is
 # unpacked into $GAHP_NINFG_DIR (default /tmp/gahp-ninfg), so NG_DIR is
@@ -64,7 +67,24 @@ unpack() {
     log "unpacked into $NG_DIR"
 }
 
+install_sshd() {
+    [ -x /usr/sbin/sshd ] && return 0
+    [ "$(id -u)" = 0 ] || die "no /usr/sbin/sshd: run as root to install openssh-server"
+    log "installing openssh-server (its service is not started)"
+    local policy=/usr/sbin/policy-rc.d had_policy=0
+    [ -e "$policy" ] && had_policy=1
+    [ "$had_policy" = 1 ] || printf '#!/bin/sh\nexit 101\n' >"$policy"
+    chmod 755 "$policy"
+    local ok=1
+    apt-get update -qq >&2 || true
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
+        openssh-server >&2 || ok=0
+    [ "$had_policy" = 1 ] || rm -f "$policy"
+    [ "$ok" = 1 ] || die "apt-get install openssh-server failed"
+}
+
 install_packages
+[ "${1:-}" = "--sshd" ] && install_sshd
 unpack
 "$NG_DIR/bin/ng_version" >/dev/null 2>&1 || die "$NG_DIR/bin/ng_version does not run"
 printf '%s\n' "$NG_DIR"
