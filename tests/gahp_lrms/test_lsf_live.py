@@ -20,7 +20,8 @@ from gahp_lrms.lsf import parse_lsf_conf
 DONE = (JobStatus.COMPLETED, JobStatus.REMOVED)
 # Lines that would be bsub options if bsub read them as "#BSUB" directives (it reads them
 # anywhere in a script, even inside a quoted string, and with leading blanks).
-LSF_ARGS = ("x\n#BSUB -q nosuch", "y\n  #BSUB -J pwned\n", "%J %I $LSB_JOBID")
+# (-q and -J are on bsub's command line, which wins: -m and -H are not.)
+LSF_ARGS = ("x\n#BSUB -m nosuchhost\ny", "y\n  #BSUB -J pwned\n", "%J %I $LSB_JOBID")
 PYTHON = "/usr/bin/python3" if Path("/usr/bin/python3").exists() else sys.executable
 
 
@@ -66,7 +67,7 @@ def test_tricky_job_runs_with_everything_intact(lsf_driver, echo_program, lsf_jo
     work = lsf_mkdir(lsf_job_dir / "work dir %J $LSB_JOBID")
     (work / "in put.txt").write_text("line 1\nline 2\n")
     args = (*TRICKY_ARGS, *LSF_ARGS)
-    env = {**TRICKY_ENV, "GAHP_T_EXIT": "3", "GAHP_T_DIRECTIVE": "a\n#BSUB -q nosuch"}
+    env = {**TRICKY_ENV, "GAHP_T_EXIT": "3", "GAHP_T_DIRECTIVE": "a\n#BSUB -H\nb"}
     spec = JobSpec(
         str(echo_program),
         args,
