@@ -36,18 +36,28 @@ def echo_program(lsf_job_dir: Path) -> Path:
     return path
 
 
-def _started_sleeper(driver: Driver, job_dir: Path, seconds: int = 60) -> str:
-    """Submit a sleeping job and return once its process really runs."""
+def _started_sleeper(driver: Driver, job_dir: Path, seconds: int = 60) -> tuple[str, int]:
+    """Submit a sleeping job and return its id and pid once its process really runs."""
     marker = job_dir / f"started-{time.monotonic_ns()}"
     jid = driver.submit(
-        JobSpec("/bin/sh", ("-c", f"touch '{marker}'; exec sleep {seconds}"), workdir=str(job_dir))
+        JobSpec(
+            "/bin/sh", ("-c", f"echo $$ >'{marker}'; exec sleep {seconds}"), workdir=str(job_dir)
+        )
     )
     wait_status(driver, jid, JobStatus.RUNNING)
     deadline = time.monotonic() + 30
-    while not marker.exists():
+    while not marker.exists() or not marker.read_text().strip():
         assert time.monotonic() < deadline, "job reported RUNNING but never started"
         time.sleep(0.05)
-    return jid
+    return jid, int(marker.read_text())
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return Path(f"/proc/{pid}/stat").read_text().split(") ")[-1][:1] != "Z"
 
 
 def test_ping(lsf_driver):
@@ -182,19 +192,37 @@ def test_suspend_and_resume_running_job(lsf_driver, lsf_job_dir):
 
 
 def test_cancel_running_job(lsf_driver, lsf_job_dir):
-    jid = _started_sleeper(lsf_driver, lsf_job_dir)
+    jid, pid = _started_sleeper(lsf_driver, lsf_job_dir)
     lsf_driver.cancel(jid)
+    assert not _alive(pid)  # cancel waited for the end
     info = lsf_driver.status(jid)
     assert (info.status, info.exit_reason) == (JobStatus.REMOVED, "cancelled")
-    assert lsf_driver._bjobs([jid])[0][jid]["STAT"] == "EXIT"  # cancel waited for the end
+    assert lsf_driver._bjobs([jid])[0][jid]["STAT"] == "EXIT"
     lsf_driver.cancel(jid)  # cancelling a removed job is a no-op
     again = get_driver("lsf", dict(lsf_driver.config), lsf_driver.state_dir)
     assert again.status(jid).status is JobStatus.REMOVED
 
 
+def test_cancel_waits_for_a_job_that_takes_a_moment_to_end(lsf_driver, lsf_job_dir):
+    marker = lsf_job_dir / "pid"
+    script = f"trap 'sleep 1.5; exit 0' INT; echo $$ >'{marker}'; while :; do sleep 0.2; done"
+    jid = lsf_driver.submit(JobSpec("/bin/sh", ("-c", script), workdir=str(lsf_job_dir)))
+    wait_status(lsf_driver, jid, JobStatus.RUNNING)
+    deadline = time.monotonic() + 30
+    while not marker.exists() or not marker.read_text().strip():
+        assert time.monotonic() < deadline, "job reported RUNNING but never started"
+        time.sleep(0.05)
+    pid = int(marker.read_text())
+    start = time.monotonic()
+    lsf_driver.cancel(jid)
+    assert not _alive(pid)
+    assert 1 <= time.monotonic() - start < 9  # until the job ended, not cancel_wait_s
+    assert lsf_driver.status(jid).status is JobStatus.REMOVED
+
+
 def test_bkill_behind_the_drivers_back(lsf_driver, lsf_job_dir):
     """Only the driver's own cancels are REMOVED; LSF's bkill shows as a kill (SIGINT)."""
-    jid = _started_sleeper(lsf_driver, lsf_job_dir)
+    jid, _pid = _started_sleeper(lsf_driver, lsf_job_dir)
     lsf_driver._run("bkill", jid)
     info = wait_status(lsf_driver, jid, *DONE)
     assert (info.status, info.exit_code, info.exit_signal) == (JobStatus.COMPLETED, None, 2)
@@ -284,17 +312,18 @@ def test_bulk_status_uses_a_constant_number_of_commands(lsf_driver, lsf_job_dir)
 def test_job_aged_out_of_bjobs_is_answered_from_bhist(lsf_driver, lsf_job_dir, monkeypatch):
     ok = lsf_driver.submit(JobSpec("/bin/true", workdir=str(lsf_job_dir)))
     failed = lsf_driver.submit(JobSpec("/bin/sh", ("-c", "exit 4"), workdir=str(lsf_job_dir)))
-    killed = _started_sleeper(lsf_driver, lsf_job_dir)
+    killed, _pid = _started_sleeper(lsf_driver, lsf_job_dir)
     lsf_driver._run("bkill", killed)
     for jid in (ok, failed, killed):
         wait_status(lsf_driver, jid, *DONE)
     # A new driver whose bjobs no longer knows the jobs (as after LSF's CLEAN_PERIOD).
     fresh = get_driver("lsf", dict(lsf_driver.config), lsf_driver.state_dir)
     monkeypatch.setattr(fresh, "_bjobs", lambda ids: ({}, set(ids)))
-    assert (fresh.status(ok).status, fresh.status(ok).exit_code) == (JobStatus.COMPLETED, 0)
-    info = fresh.status(failed)
+    info = fresh.query_status(ok)  # not the status registry's journal: LSF itself
+    assert (info.status, info.exit_code) == (JobStatus.COMPLETED, 0)
+    info = fresh.query_status(failed)
     assert (info.exit_code, info.exit_signal, info.worker_node) == (4, None, os.uname()[1])
-    assert fresh.status(killed).exit_signal == 2
+    assert fresh.query_status(killed).exit_signal == 2
 
 
 def test_count_runs_instances_in_several_slots(lsf_driver, lsf_job_dir):
