@@ -23,7 +23,8 @@ bkill, bstop and bresume.
   ``-W`` minutes, rounded up.  ``start_held``: ``-H``.
 * Status: from the status registry (see :mod:`gahp_lrms.registry`), kept current by one
   ``bjobs -a -o "jobid stat exec_host start_time finish_time" -json ID...`` for all tracked
-  jobs per ``status_interval``; then one ``bjobs -l ID...`` for the jobs seen EXIT (the exit
+  jobs per ``status_interval`` (``bjobs -a -w ID...`` where bjobs refuses ``-json``, as
+  before LSF 10.1: no run times then); then one ``bjobs -l ID...`` for the jobs seen EXIT (the exit
   code is only in the long format: ``Exited with exit code N.``), and one ``bhist -l -n 0
   ID...`` for the jobs bjobs no longer knows (finished jobs leave bjobs after
   ``CLEAN_PERIOD``).  A job known to neither is COMPLETED with an unknown exit code.  One job
@@ -90,6 +91,8 @@ log = logging.getLogger("gahp.lrms.lsf")
 _JOB_ID = re.compile(r"[1-9]\d*\Z")
 _SUBMITTED = re.compile(r"^Job <(\d+)> is submitted", re.M)
 _NOT_FOUND = re.compile(r"is not found|No matching job found", re.I)
+_NOT_FOUND_ID = re.compile(r"Job <(\d+)> is not found")
+_OPTION_REFUSED = re.compile(r"illegal option|invalid option|unrecognized option|[Uu]sage:")
 _MEMORY_UNITS = {"KB": 1.0 / 1024, "MB": 1.0, "GB": 1024.0, "TB": 1024.0**2, "PB": 1024.0**3}
 
 BJOBS_FIELDS = ("jobid", "stat", "exec_host", "start_time", "finish_time")
@@ -399,6 +402,7 @@ class LsfDriver(CommandDriver):
         self.memory_unit = self.lsf_conf.get("LSF_UNIT_FOR_LIMITS") or "MB"
         self._final: dict[str, JobInfo] = {}  # finished jobs never change
         self._lock = threading.Lock()
+        self._wide = False  # bjobs has no -json: status from bjobs -a -w
 
     @staticmethod
     def _read_lsf_conf(envdir: str | None) -> dict[str, str]:
@@ -417,16 +421,25 @@ class LsfDriver(CommandDriver):
         return self._mark(native_id).exists()
 
     def _bjobs(self, native_ids: Sequence[str]) -> tuple[dict[str, dict[str, str]], set[str]]:
-        """One ``bjobs -a -o ... -json`` for ``native_ids``: their fields, and the ids bjobs
-        does not know."""
-        proc = self._run(
-            "bjobs", "-a", "-o", " ".join(BJOBS_FIELDS), "-json", *native_ids, check=False
-        )
-        if proc.returncode in (0, 255):
-            with contextlib.suppress(ValueError):
-                return parse_bjobs_json(proc.stdout)
-        if proc.returncode == 255 and _only_not_found(proc.stderr) and not proc.stdout.strip():
-            return {}, set(native_ids)
+        """One ``bjobs -a -o ... -json`` for ``native_ids`` (``bjobs -a -w`` where there is no
+        ``-json``, as in LSF 9): their fields, and the ids bjobs does not know."""
+        if not self._wide:
+            fields = " ".join(BJOBS_FIELDS)
+            proc = self._run("bjobs", "-a", "-o", fields, "-json", *native_ids, check=False)
+            if proc.returncode in (0, 255):
+                with contextlib.suppress(ValueError):
+                    return parse_bjobs_json(proc.stdout)
+            if proc.returncode == 255 and _only_not_found(proc.stderr) and not proc.stdout.strip():
+                return {}, set(native_ids)
+            if not _OPTION_REFUSED.search(proc.stderr + proc.stdout):
+                raise DriverError(command_failure(["bjobs"], proc))
+            log.info("bjobs refuses -o/-json (%s): using bjobs -a -w", proc.stderr.strip()[:200])
+            self._wide = True
+        proc = self._run("bjobs", "-a", "-w", *native_ids, check=False)
+        jobs = parse_bjobs_wide(proc.stdout)
+        missing = set(_NOT_FOUND_ID.findall(proc.stderr))
+        if proc.returncode == 0 or (proc.returncode == 255 and (jobs or missing)):
+            return jobs, missing
         raise DriverError(command_failure(["bjobs"], proc))
 
     def _records(self, command: str, *args: str) -> dict[str, str]:

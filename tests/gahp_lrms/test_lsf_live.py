@@ -352,3 +352,28 @@ def test_missing_workdir_is_an_exit(lsf_driver, lsf_job_dir):
     jid = lsf_driver.submit(JobSpec("/bin/true", workdir=str(lsf_job_dir / "no such dir")))
     info = wait_status(lsf_driver, jid, *DONE)
     assert (info.status, info.exit_code) == (JobStatus.COMPLETED, 1)
+
+
+def test_bjobs_without_json(lsf_config, lsf_job_dir, tmp_path):
+    """Where bjobs has no -json (LSF 9), status comes from bjobs -a -w."""
+    conf = parse_lsf_conf((Path(lsf_config["lsf_envdir"]) / "lsf.conf").read_text())
+    real = Path(lsf_config.get("bin_dir") or conf["LSF_BINDIR"])
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    for name in ("bsub", "bhist", "bkill", "bstop", "bresume", "bqueues"):
+        (bin_dir / name).symlink_to(real / name)
+    (bin_dir / "bjobs").write_text(
+        "#!/bin/sh\n"
+        'for a; do [ "$a" = -json ] && { echo "bjobs: illegal option -- json" >&2; exit 255; }'
+        f'; done\nexec {real / "bjobs"} "$@"\n'
+    )
+    (bin_dir / "bjobs").chmod(0o755)
+    driver = get_driver("lsf", {**lsf_config, "bin_dir": str(bin_dir)}, tmp_path / "state")
+    jid = driver.submit(JobSpec("/bin/sh", ("-c", "sleep 1; exit 5"), workdir=str(lsf_job_dir)))
+    info = wait_status(driver, jid, JobStatus.RUNNING)
+    assert info.worker_node == os.uname()[1]
+    info = wait_status(driver, jid, *DONE)
+    assert (info.status, info.exit_code) == (JobStatus.COMPLETED, 5)
+    assert driver._wide
+    unknown = driver.bulk_status([jid, "987654"])["987654"]
+    assert unknown.exit_code is None and "no longer known" in unknown.exit_reason
