@@ -469,24 +469,29 @@ class LsfDriver(CommandDriver):
         queued, _missing = self._bjobs(ask)
         cancelled = {i for i in ask if self._cancelled(i)}
         exited = [i for i in ask if queued.get(i, {}).get("STAT") == "EXIT" and i not in cancelled]
-        long = self._records("bjobs", *exited) if exited else {}
         gone = [i for i in ask if i not in queued and i not in cancelled]
-        history = self._records("bhist", "-n", "0", *gone) if gone else {}
+        long = self._optional_records(exited, strict, "bjobs")
+        history = self._optional_records(gone, strict, "bhist", "-n", "0")
+        unanswered = (set(exited) if long is None else set()) | (
+            set(gone) if history is None else set()
+        )
         now = time.time()
         for native_id in ask:
+            if native_id in unanswered:
+                continue  # asked on its own (see _optional_records)
             try:
                 fields = queued.get(native_id)
                 if fields is not None:
                     info = info_from_bjobs(
                         fields,
-                        record=long.get(native_id),
+                        record=(long or {}).get(native_id),
                         cancelled=native_id in cancelled,
                         now=now,
                     )
                 elif native_id in cancelled:
                     info = JobInfo(JobStatus.REMOVED, exit_reason="cancelled")
                 else:
-                    info = self._from_history(history.get(native_id))
+                    info = self._from_history((history or {}).get(native_id))
             except DriverError as exc:
                 if strict:
                     raise
@@ -497,6 +502,23 @@ class LsfDriver(CommandDriver):
                 with self._lock:
                     self._final[native_id] = info
         return found
+
+    def _optional_records(
+        self, native_ids: Sequence[str], strict: bool, command: str, *options: str
+    ) -> dict[str, str] | None:
+        """:meth:`_records` of ``native_ids``; in a bulk query a failure (None) leaves those
+        jobs out (each is then asked on its own) instead of failing the whole query."""
+        if not native_ids:
+            return {}
+        try:
+            return self._records(command, *options, *native_ids)
+        except DriverError as exc:
+            if strict:
+                raise
+            log.warning(
+                "%s -l failed (%d jobs asked on their own): %s", command, len(native_ids), exc
+            )
+            return None
 
     @staticmethod
     def _from_history(record: str | None) -> JobInfo:

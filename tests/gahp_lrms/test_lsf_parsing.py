@@ -437,3 +437,24 @@ def test_commands_and_memory_unit_from_lsf_conf(tmp_path: Path):
     assert bare.command_path("bsub") == "bsub" and bare.memory_unit == "MB"
     with pytest.raises(DriverError, match="unknown configuration key"):
         get_driver("lsf", {"sge_root": "/x"}, tmp_path / "s3")
+
+
+def test_a_failing_bhist_leaves_only_its_jobs_out(tmp_path: Path, monkeypatch):
+    """In a bulk query, bhist failing costs the jobs it was asked about (asked again on their
+    own), not the whole query; asked alone, the failure is an error."""
+    driver = get_driver("lsf", {"lsf_envdir": str(tmp_path)}, tmp_path / "state")
+    jobs, _ = parse_bjobs_json(BJOBS_JSON)
+    monkeypatch.setattr(
+        driver, "_bjobs", lambda ids: ({i: jobs[i] for i in ids if i in jobs}, set())
+    )
+
+    def records(command, *args):
+        if command == "bhist":
+            raise DriverError("bhist failed (exit status 255): cannot open lsb.events")
+        return split_records(BJOBS_L)
+
+    monkeypatch.setattr(driver, "_records", records)
+    found = driver.bulk_status(["1", "3", "77"])
+    assert set(found) == {"1", "3"} and found["1"].exit_code == 3
+    with pytest.raises(DriverError, match="lsb.events"):
+        driver.query_status("77")
