@@ -223,8 +223,8 @@ def test_error_results_have_the_right_field_counts(blah):
     c = blah.client
     res = c.call("BLAH_JOB_SUBMIT", "[ Cmd = ")
     assert len(res) == 3 and res[0] != "0" and res[2] == "N/A"
-    res = c.call("BLAH_JOB_SUBMIT", ad_string(Cmd="/bin/true", gridtype="lsf"))
-    assert len(res) == 3 and "lsf" in res[1] and res[2] == "N/A"
+    res = c.call("BLAH_JOB_SUBMIT", ad_string(Cmd="/bin/true", gridtype="nosuch"))
+    assert len(res) == 3 and "nosuch" in res[1] and res[2] == "N/A"
     res = c.call("BLAH_JOB_SUBMIT", ad_string(Arguments="x", gridtype="fork"))
     assert len(res) == 3 and "Cmd" in res[1]
     res = c.call("BLAH_JOB_STATUS", "not-a-job-id")
