@@ -1,6 +1,8 @@
 """Shared fixtures for the job-driver tests.
 
 The live Grid Engine tests need ``bash .ci/sge-up.sh`` (see ``sge_config``).
+The live LSF tests need a reachable LSF (``bash .ci/lsf-up.sh`` starts volclava; see
+``lsf_config``).
 The live Slurm/PBS tests need a reachable Slurm (start one with ``bash .ci/slurm-up.sh``).
 Its configuration is found through ``$SLURM_CONF``, else ``$GAHP_SLURM_DIR/slurm.conf`` (default
 ``/tmp/gahp-slurm/slurm.conf``, as written by that script), else Slurm's own default.  When
@@ -11,9 +13,11 @@ them fail instead.
 from __future__ import annotations
 
 import os
+import pwd
 import shutil
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -22,6 +26,7 @@ import pytest
 from live_services import unavailable
 
 from gahp_lrms import Driver, JobInfo, JobSpec, JobStatus, get_driver
+from gahp_lrms.lsf import parse_lsf_conf
 
 TRICKY_ARGS: tuple[str, ...] = (
     "two words",
@@ -178,8 +183,9 @@ def sge_config(sge_env: dict[str, str] | None) -> dict[str, str]:
     """Driver config for the live Grid Engine (see tests/conftest.py for how it is found);
     skips when it is down, or fails when ``GAHP_REQUIRE_SGE=1`` (CI)."""
     if sge_env is None:
-        unavailable("GAHP_REQUIRE_SGE",
-                    "Grid Engine is not reachable (start it with `bash .ci/sge-up.sh`)")
+        unavailable(
+            "GAHP_REQUIRE_SGE", "Grid Engine is not reachable (start it with `bash .ci/sge-up.sh`)"
+        )
     config = {
         "sge_root": sge_env["SGE_ROOT"],
         "parallel_environment": SGE_PE,
@@ -215,3 +221,79 @@ def openpbs_config(pbs_env: dict[str, str] | None) -> dict[str, str]:
 @pytest.fixture
 def openpbs_driver(openpbs_config: dict[str, str], tmp_path: Path) -> Iterator[Driver]:
     yield from _tracked(get_driver("pbs", openpbs_config, tmp_path / "state"))
+
+
+# ---------------------------------------------------------------------- LSF
+LSF_USER = os.environ.get("GAHP_LSF_USER", "gahplsf")
+"""The account the live LSF tests submit as when they run as root (LSF refuses root's
+jobs): created when missing, the LSF commands run as it through ``runuser`` wrappers."""
+LSF_COMMANDS = ("bsub", "bjobs", "bhist", "bkill", "bstop", "bresume", "bqueues", "lsid")
+
+
+def _lsf_job_user() -> pwd.struct_passwd:
+    try:
+        return pwd.getpwnam(LSF_USER)
+    except KeyError:
+        pass
+    proc = subprocess.run(
+        ["useradd", "--create-home", "--shell", "/bin/sh", LSF_USER],
+        capture_output=True,
+        text=True,
+    )
+    if proc.returncode != 0:
+        pytest.fail(f"cannot create the LSF test user {LSF_USER}: {proc.stderr.strip()}")
+    return pwd.getpwnam(LSF_USER)
+
+
+@pytest.fixture(scope="session")
+def lsf_config(
+    lsf_env: dict[str, str] | None, tmp_path_factory: pytest.TempPathFactory
+) -> dict[str, str]:
+    """Driver config for the live LSF (see tests/conftest.py ``lsf_env``: ``$LSF_ENVDIR``,
+    else the file ``.ci/lsf-up.sh`` writes); skips when it does not answer, or fails when
+    ``GAHP_REQUIRE_LSF=1`` (CI).  As root, the commands run as :data:`LSF_USER`."""
+    if lsf_env is None:
+        unavailable("GAHP_REQUIRE_LSF", "LSF is not reachable (start it with `bash .ci/lsf-up.sh`)")
+    envdir = lsf_env["LSF_ENVDIR"]
+    bindir = parse_lsf_conf((Path(envdir) / "lsf.conf").read_text()).get("LSF_BINDIR", "")
+    config = {"lsf_envdir": envdir, "status_interval": LIVE_STATUS_INTERVAL}
+    if os.geteuid() == 0:
+        _lsf_job_user()
+        wrappers = tmp_path_factory.mktemp("lsf-bin")
+        for name in LSF_COMMANDS:
+            path = wrappers / name
+            path.write_text(
+                f'#!/bin/sh\nexec runuser -u {LSF_USER} -- {Path(bindir) / name} "$@"\n'
+            )
+            path.chmod(0o755)
+        config["bin_dir"] = str(wrappers)
+    return config
+
+
+@pytest.fixture
+def lsf_job_dir(lsf_config: dict[str, str]) -> Iterator[Path]:
+    """A fresh directory the jobs' owner may write (a test's ``tmp_path`` is root's only)."""
+    base = Path("/tmp/gahp-lsf/jobs")
+    base.mkdir(parents=True, exist_ok=True)
+    os.chmod(base, 0o1777)
+    path = Path(tempfile.mkdtemp(prefix="t-", dir=base))
+    os.chmod(path, 0o755)
+    if os.geteuid() == 0:
+        user = _lsf_job_user()
+        os.chown(path, user.pw_uid, user.pw_gid)
+    yield path
+    shutil.rmtree(path, ignore_errors=True)
+
+
+def lsf_mkdir(path: Path) -> Path:
+    """Make directory ``path`` for a job: owned by the LSF test user when run as root."""
+    path.mkdir(parents=True)
+    if os.geteuid() == 0:
+        user = pwd.getpwnam(LSF_USER)
+        os.chown(path, user.pw_uid, user.pw_gid)
+    return path
+
+
+@pytest.fixture
+def lsf_driver(lsf_config: dict[str, str], tmp_path: Path) -> Iterator[Driver]:
+    yield from _tracked(get_driver("lsf", lsf_config, tmp_path / "state"))

@@ -6,6 +6,7 @@ import json
 import subprocess
 import sys
 
+import attrs
 from lrms_helpers import ECHO_PROGRAM, TRICKY_ARGS, TRICKY_ENV
 
 from gahp_lrms import JobSpec
@@ -72,3 +73,34 @@ def test_launcher_used_for_count(tmp_path):
 def test_missing_workdir_fails_the_job(tmp_path):
     proc = _run(render_script(JobSpec("/bin/true", workdir=str(tmp_path / "nope"))), tmp_path)
     assert proc.returncode != 0
+
+
+def test_one_line_values_start_no_line_with_user_text(tmp_path):
+    """bsub reads "#BSUB" lines anywhere in a script: with one_line_values no value spans
+    lines, and the values still reach the program intact."""
+    prog = tmp_path / "prog.py"
+    prog.write_text(f"#!{sys.executable}\n{ECHO_PROGRAM}")
+    prog.chmod(0o755)
+    work = tmp_path / "w\n#BSUB -q x"
+    work.mkdir()
+    args = (*TRICKY_ARGS, "a\n#BSUB -H\n", "\n", "x\n\n  #BSUB -m h")
+    # gahp_nl, the script's own newline variable, is also a variable of the job here.
+    env = {**TRICKY_ENV, "GAHP_T_D": "\n#BSUB -J j\n", "gahp_nl": "mine"}
+    spec = JobSpec(
+        str(prog),
+        args,
+        environment=env,
+        stdout="out\n#BSUB -o x",
+        stderr="err",
+        workdir=str(work),
+    )
+    for count in (1, 3):
+        script = render_script(attrs.evolve(spec, count=count), one_line_values=True)
+        assert not [line for line in script.splitlines() if line.lstrip().startswith("#BSUB")]
+    assert [line for line in render_script(spec).splitlines() if line.startswith("#BSUB")]
+    assert _run(render_script(spec, one_line_values=True), tmp_path).returncode == 0
+    got = json.loads((work / "out\n#BSUB -o x").read_text())
+    assert got["argv"] == list(args)
+    assert got["env"] == {k: v for k, v in env.items() if k.startswith("GAHP_T_")}
+    assert got["cwd"] == str(work)
+    assert "#BSUB" in render_script(spec).split("#BSUB", 1)[0] + "#BSUB"  # (plain: it does)
