@@ -414,12 +414,6 @@ class LsfDriver(CommandDriver):
             return {}
 
     # ------------------------------------------------------------------ helpers
-    def _mark(self, native_id: str) -> Path:
-        return self.state_dir / "cancelled" / native_id
-
-    def _cancelled(self, native_id: str) -> bool:
-        return self._mark(native_id).exists()
-
     def _bjobs(self, native_ids: Sequence[str]) -> tuple[dict[str, dict[str, str]], set[str]]:
         """One ``bjobs -a -o ... -json`` for ``native_ids`` (``bjobs -a -w`` where there is no
         ``-json``, as in LSF 9): their fields, and the ids bjobs does not know."""
@@ -552,8 +546,7 @@ class LsfDriver(CommandDriver):
             raise DriverError(command_failure(["bsub"], proc))
         # LSF gives job numbers again (after MAX_JOBID, or a cluster made anew): what this
         # driver remembers of an earlier job with the number is not this job's.
-        with contextlib.suppress(OSError):
-            self._mark(native_id).unlink(missing_ok=True)
+        self._unrecord("cancelled", native_id)
         with self._lock:
             self._final.pop(native_id, None)
         self._submitted(native_id)
@@ -572,16 +565,11 @@ class LsfDriver(CommandDriver):
         self._check_id(native_id)
         if self._cancelled(native_id) or self.query_status(native_id).finished:
             return  # cancelled already, finished, or unknown: nothing to do
-        mark = self._mark(native_id)
-        try:
-            mark.parent.mkdir(parents=True, exist_ok=True)
-            mark.touch()
-        except OSError as exc:
-            raise DriverError(f"cannot record job {native_id} in {mark.parent}: {exc}") from exc
+        self._record("cancelled", native_id)
         proc = self._run("bkill", native_id, check=False)
         self._changed(native_id)
         if proc.returncode != 0:
-            mark.unlink(missing_ok=True)  # not cancelled
+            self._unrecord("cancelled", native_id)  # not cancelled
             text = proc.stderr + proc.stdout
             if "already finished" in text or _NOT_FOUND.search(text):
                 return  # it ended meanwhile: it keeps its own exit status
