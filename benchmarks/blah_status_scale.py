@@ -104,12 +104,33 @@ def pbs_env() -> dict[str, str] | None:
     return env if proc.returncode == 0 else None
 
 
-def lsf_env() -> dict[str, str] | None:
+LSF_USER = os.environ.get("GAHP_LSF_USER", "gahplsf")
+"""As root, the LSF commands run as this user (LSF refuses root's jobs); made if missing."""
+
+
+def lsf_as_user(bindir: str, where: Path) -> str:
+    """``bindir`` itself, or, as root, a directory of wrappers running its commands as
+    :data:`LSF_USER`."""
+    if os.geteuid() != 0:
+        return bindir
+    if subprocess.run(["id", LSF_USER], capture_output=True).returncode != 0:
+        subprocess.run(["useradd", "--create-home", "--shell", "/bin/sh", LSF_USER], check=True)
+    wrappers = where / "lsf-as-user"
+    wrappers.mkdir(parents=True, exist_ok=True)
+    for name in COMMANDS["lsf"]:
+        path = wrappers / name
+        path.write_text(f'#!/bin/sh\nexec runuser -u {LSF_USER} -- {bindir}/{name} "$@"\n')
+        path.chmod(0o755)
+    return str(wrappers)
+
+
+def lsf_env(work: Path) -> dict[str, str] | None:
     envdir = os.environ.get("LSF_ENVDIR") or _settings(
         Path(os.environ.get("GAHP_LSF_DIR", "/tmp/gahp-lsf")) / "env").get("LSF_ENVDIR")
     bindir = _settings(Path(envdir) / "lsf.conf").get("LSF_BINDIR") if envdir else None
     if not envdir or not bindir:
         return None
+    bindir = lsf_as_user(bindir, work)
     env = {**os.environ, "LSF_ENVDIR": envdir, "GAHP_LSF_BIN_DIR": bindir}
     proc = subprocess.run([f"{bindir}/bqueues"], env=env, capture_output=True, timeout=15)
     return env if proc.returncode == 0 else None
@@ -144,7 +165,7 @@ def driver_config(system: str, env: dict[str, str]) -> dict[str, str]:
     if system == "pbs":
         return {"bin_dir": env["GAHP_PBS_BIN_DIR"]}
     if system == "lsf":
-        return {"lsf_envdir": env["LSF_ENVDIR"]}
+        return {"lsf_envdir": env["LSF_ENVDIR"], "bin_dir": env["GAHP_LSF_BIN_DIR"]}
     config = {"sge_root": env["SGE_ROOT"]}
     for key, var in (("sge_cell", "SGE_CELL"), ("sge_qmaster_port", "SGE_QMASTER_PORT")):
         if env.get(var):
@@ -398,7 +419,7 @@ def main() -> None:
     a = ap.parse_args()
     m = a.submit_jobs or (50 if a.small else 200)
     work = Path(tempfile.mkdtemp(prefix="blah-scale-"))
-    envs = {"slurm": slurm_env, "sge": sge_env, "pbs": pbs_env, "lsf": lsf_env}
+    envs = {"slurm": slurm_env, "sge": sge_env, "pbs": pbs_env, "lsf": lambda: lsf_env(work)}
     ran = False
     for system in a.systems.split(","):
         env = envs[system]()
