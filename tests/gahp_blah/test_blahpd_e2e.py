@@ -385,3 +385,20 @@ def test_job_gets_x509_user_proxy(blah, tmp_path):
     assert res[0] == "0", res
     blah.wait(res[2], 4)
     assert (tmp_path / "o").read_text() == f"{tmp_path}/x509up_u1\nthe proxy"
+
+
+def test_site_directive_reaches_sge_and_user_lines_do_not(batch_env, program, tmp_path):
+    """qsub reads only the site's "#$" lines (under a per-submission -C prefix)."""
+    env = {**os.environ, **(batch_env("sge") or {})}
+    b = _site_blah(tmp_path, env, 'echo "#$ -v BT_SITE=ce$CondorCE"\n', "sge")
+    try:
+        res = b.client.call("BLAH_JOB_SUBMIT", _raw_ad(
+            Cmd=str(program), Arguments=v2(["x\n#$ -v BT_EVIL=1"]), Iwd=str(tmp_path),
+            Out="o", gridtype="sge", CERequirements=Expr("CondorCE == 1"),
+        ), timeout=60)
+        assert res[0] == "0", res
+        b.wait(res[2], 4, timeout=90)
+        out = json.loads((tmp_path / "o").read_text())
+        assert out["env"].get("BT_SITE") == "ce1" and "BT_EVIL" not in out["env"], out
+    finally:
+        b.close()
