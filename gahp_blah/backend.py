@@ -18,12 +18,15 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TypeVar
 
+import attrs
+
 from gahp_blah import __version__
 from gahp_blah.config import BlahConfig, load_config
 from gahp_blah.errors import BlahError
 from gahp_blah.jobids import JobId, make_job_id, parse_job_id
+from gahp_blah.local_attributes import hook_script, run_hook, shell_variables, unwind
 from gahp_blah.status_ad import status_ad
-from gahp_blah.submit_ad import parse_submit_ad
+from gahp_blah.submit_ad import SubmitAd, parse_submit_ad
 from gahp_core import (
     BackendContext,
     Command,
@@ -33,7 +36,7 @@ from gahp_core import (
     hookimpl,
     out_of_service,
 )
-from gahp_lrms import Driver, DriverError, get_driver
+from gahp_lrms import Driver, DriverError, JobSpec, get_driver
 
 log = logging.getLogger("gahp.blah")
 
@@ -115,14 +118,38 @@ class BlahBackend:
     # ---- handlers (worker pool) -------------------------------------------------------------
 
     def submit(self, args: Sequence[str]) -> tuple[str, ...]:
-        ad = parse_submit_ad(args[0], self.config.default_gridtype)
+        site = self.config.site
+        wanted = (*site.local_submit_attributes_setup_args, "CERequirements")
+        ad = parse_submit_ad(args[0], self.config.default_gridtype, expressions=wanted)
         drv = self.driver(ad.gridtype)
-        native = drv.submit(ad.spec)
+        native = drv.submit(self._with_site_directives(ad))
         jid = make_job_id(ad.gridtype, native)
         if ad.proxy:
             self._remember_proxy(jid, ad.proxy)
         log.info("submitted %s", jid)
         return (*OK, str(jid))
+
+    def _with_site_directives(self, ad: SubmitAd) -> JobSpec:
+        """The job with what the site's ``<lrms>_local_submit_attributes.sh`` printed (when
+        there is one) as its directives; CERequirements last, so its values win."""
+        site = self.config.site
+        script = hook_script(site.local_submit_attributes_dir, ad.gridtype)
+        if script is None:
+            return ad.spec
+        pairs: list[tuple[str, str]] = []
+        for _name, text in ad.expressions:
+            pairs += unwind(text)
+        lines = run_hook(
+            script,
+            shell_variables(pairs),
+            mpinodes=ad.node_number,
+            cwd=ad.spec.workdir,
+            timeout=site.local_submit_attributes_timeout,
+        )
+        try:
+            return attrs.evolve(ad.spec, directives=lines)
+        except (TypeError, ValueError) as exc:
+            raise Failure(f"site script {script} printed an unusable line: {exc}") from None
 
     def status(self, args: Sequence[str]) -> tuple[str, ...]:
         jid, drv = self._job(args[0])
@@ -175,7 +202,7 @@ class BlahBackend:
         tmp = rec.with_name(f"{rec.name}.tmp-{threading.get_ident()}")
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         with os.fdopen(fd, "w") as fh:
-            fh.write(os.path.abspath(proxy))
+            fh.write(os.path.abspath(proxy))  # absolute already (Iwd-relative ones resolved)
         os.replace(tmp, rec)
 
     def _recorded_proxy(self, jid: JobId) -> Path | None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import os
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -33,6 +34,10 @@ class SubmitAd:
     proxy: str | None = None
     transfer_input: tuple[str, ...] = ()
     transfer_output: tuple[str, ...] = ()
+    expressions: tuple[tuple[str, str], ...] = ()
+    """(attribute, unparsed expression) of the ``expressions`` asked for that the ad has."""
+    node_number: int | None = None
+    """``NodeNumber`` as sent (the site script's ``blah_opt_mpinodes``)."""
 
 
 def _load_classad(text: str) -> Any:
@@ -57,6 +62,11 @@ class _Ad:
 
     def has(self, name: str) -> bool:
         return name.lower() in self._keys
+
+    def expression(self, name: str) -> str | None:
+        """The attribute's expression as ClassAd text (unevaluated)."""
+        key = self._keys.get(name.lower())
+        return None if key is None else str(self._ad.lookup(key))
 
     def _value(self, name: str) -> Any:
         key = self._keys.get(name.lower())
@@ -115,8 +125,24 @@ def _file_list(text: str | None) -> tuple[str, ...]:
     return tuple(item.strip() for item in text.split(",") if item.strip())
 
 
-def parse_submit_ad(text: str, default_gridtype: str | None = None) -> SubmitAd:
-    """Read a BLAH submit ClassAd; raise :class:`SubmitError` with a clear message."""
+def _proxy_path(ad: _Ad, iwd: str | None) -> str | None:
+    """``x509UserProxy`` as an absolute path (a relative one is in ``Iwd``, as for the C blahp)."""
+    proxy = ad.string("x509UserProxy")
+    if not proxy or os.path.isabs(proxy):
+        return proxy or None
+    if iwd is None:
+        raise SubmitError(f"attribute x509UserProxy {proxy!r} is relative and Iwd is not given")
+    return os.path.join(iwd, proxy)
+
+
+def parse_submit_ad(
+    text: str, default_gridtype: str | None = None, expressions: Sequence[str] = ()
+) -> SubmitAd:
+    """Read a BLAH submit ClassAd; raise :class:`SubmitError` with a clear message.
+
+    ``expressions`` names attributes whose unevaluated text is wanted (``CERequirements``).
+    The job's environment gets ``X509_USER_PROXY`` (the proxy's absolute path: the file
+    BLAH_JOB_REFRESH_PROXY rewrites) when the ad names a proxy file that exists."""
     ad = _Ad(_load_classad(text))
     gridtype = ad.string("gridtype") or default_gridtype
     if not gridtype:
@@ -138,6 +164,9 @@ def parse_submit_ad(text: str, default_gridtype: str | None = None) -> SubmitAd:
             environment = parse_env_v1(ad.string("Env") or "")
     except SyntaxProblem as exc:
         raise SubmitError(str(exc)) from None
+    proxy = _proxy_path(ad, iwd)
+    if proxy is not None and os.path.isfile(proxy):
+        environment["X509_USER_PROXY"] = proxy
 
     node_number = ad.integer("NodeNumber")
     granularity = ad.integer("SMPGranularity")
@@ -179,7 +208,11 @@ def parse_submit_ad(text: str, default_gridtype: str | None = None) -> SubmitAd:
     return SubmitAd(
         gridtype=gridtype.lower(),
         spec=spec,
-        proxy=ad.string("x509UserProxy"),
+        proxy=proxy,
         transfer_input=transfer_input,
         transfer_output=_file_list(ad.string("TransferOutput")),
+        expressions=tuple(
+            (name, expr) for name in expressions if (expr := ad.expression(name)) is not None
+        ),
+        node_number=node_number,
     )

@@ -85,6 +85,20 @@ def _str_tuple(value: Iterable[str]) -> tuple[str, ...]:
     return tuple(value)
 
 
+def _to_lines(value: Iterable[str]) -> tuple[str, ...]:
+    if isinstance(value, str):
+        raise TypeError("directives must be a sequence of lines, not one string")
+    return tuple(value)
+
+
+def _check_directives(_inst: Any, _attr: Any, value: tuple[str, ...]) -> None:
+    for line in value:
+        if not isinstance(line, str):
+            raise TypeError(f"directive {line!r} is not a string")
+        if any(c in line for c in "\n\r\0"):
+            raise ValueError(f"directive {line!r} is not one line")
+
+
 _positive = attrs.validators.optional(attrs.validators.gt(0))
 
 
@@ -122,6 +136,15 @@ class JobSpec:
     """Output files to bring back into ``workdir`` (ditto)."""
     options: Mapping[str, str] = attrs.field(factory=dict, converter=_to_env, hash=False)
     """Driver-specific settings from the submit description (e.g. a BOINC project URL)."""
+    directives: tuple[str, ...] = attrs.field(
+        default=(), converter=_to_lines, validator=_check_directives
+    )
+    """Lines for the head of the batch script, verbatim, one line each (e.g. ``#SBATCH
+    --partition=short`` from a site's local-submit-attributes script).  TRUSTED text: never put
+    user strings here.  The batch-script drivers (slurm, pbs, lsf) write them right after the
+    ``#!`` line, where the submit command reads directives; sge translates ``#$`` lines to a
+    per-submission prefix (directives are otherwise off); fork and boinc run no batch script
+    and ignore them."""
 
 
 @attrs.frozen

@@ -6,6 +6,9 @@
 * Submission: ``qsub -terse -C '' -V -S /bin/sh [options]`` with the script (see
   :mod:`gahp_lrms.script`) on its standard input.  ``-C ''`` turns off ``#$`` directives, so
   a user string that makes a script line start with ``#$`` is not read as a qsub option.
+  A job with site directives (``JobSpec.directives``, e.g. from blahpd's local submit
+  attributes script) gets ``-C #gahp<random>`` instead, its ``#$`` lines rewritten to that
+  prefix: see :func:`sge_script`.
   User strings reach qsub only as separate ``argv`` items (``-q``, ``-P``, ``-wd``) or
   shell-quoted inside the script (arguments, environment, working directory, stream paths:
   the script redirects the streams, SGE's own ``-o``/``-e`` are ``/dev/null``, because SGE
@@ -43,6 +46,7 @@ import logging
 import math
 import os
 import re
+import secrets
 import threading
 import time
 import xml.etree.ElementTree as ET
@@ -67,6 +71,7 @@ __all__ = [
     "parse_seconds",
     "qsub_options",
     "sge_job_name",
+    "sge_script",
 ]
 
 log = logging.getLogger("gahp.lrms.sge")
@@ -257,11 +262,37 @@ def job_slots(spec: JobSpec) -> int:
     return max((spec.nodes or 1) * per_node, spec.count)
 
 
+def sge_script(spec: JobSpec) -> tuple[str, str]:
+    """The batch script for ``spec`` and the directive prefix for ``qsub -C``.
+
+    Without site directives the prefix is ``''``: directives off, so no user string can
+    become one.  With them, each ``#$`` line of ``spec.directives`` is rewritten to a prefix
+    made for this submission (``#gahp`` and 16 random hex digits), and the script is checked
+    to have no other line starting with it: user strings were written before the prefix
+    existed, so only the site's lines are read as qsub options.
+    """
+    if not spec.directives:
+        return render_script(spec), ""
+    for _ in range(8):
+        prefix = "#gahp" + secrets.token_hex(8)
+        lines = [prefix + d[2:] if d.startswith("#$") else d for d in spec.directives]
+        script = render_script(spec, directives=lines)
+        expected = sum(line.startswith(prefix) for line in lines)
+        if sum(line.startswith(prefix) for line in script.split("\n")) == expected:
+            return script, prefix
+    raise DriverError("cannot choose a directive prefix for qsub -C")  # pragma: no cover
+
+
 def qsub_options(
-    spec: JobSpec, *, parallel_environment: str | None = None, workdir: str | None = None
+    spec: JobSpec,
+    *,
+    parallel_environment: str | None = None,
+    workdir: str | None = None,
+    directive_prefix: str = "",
 ) -> list[str]:
-    """qsub options for ``spec`` (a list of argv items, never shell text)."""
-    opts = ["-terse", "-C", "", "-V", "-S", "/bin/sh", "-N", sge_job_name(spec.name)]
+    """qsub options for ``spec`` (a list of argv items, never shell text); ``directive_prefix``
+    is ``-C``'s (``''``: directives off; see :func:`sge_script`)."""
+    opts = ["-terse", "-C", directive_prefix, "-V", "-S", "/bin/sh", "-N", sge_job_name(spec.name)]
     opts += ["-o", "/dev/null", "-e", "/dev/null", "-j", "n", "-r", "n"]
     workdir = workdir if workdir is not None else spec.workdir
     if workdir is not None and "$" not in workdir:  # -wd expands $JOB_ID & co.
@@ -413,12 +444,15 @@ class SgeDriver(CommandDriver):
     def submit(self, spec: JobSpec) -> str:
         workdir = os.path.abspath(spec.workdir if spec.workdir is not None else os.getcwd())
         spec = attrs.evolve(spec, workdir=workdir)  # the script always changes to it
-        options = qsub_options(spec, parallel_environment=self.parallel_environment)
+        script, prefix = sge_script(spec)
+        options = qsub_options(
+            spec, parallel_environment=self.parallel_environment, directive_prefix=prefix
+        )
         proc = run_command(
             [self.command_path("qsub"), *options],
             timeout=self.submit_timeout,
             env=self.env,
-            input=render_script(spec),
+            input=script,
         )
         m = _SUBMITTED.match(proc.stdout)
         if not m:

@@ -311,3 +311,96 @@ def test_drivers_allow_list(tmp_path):
         res = c.call("BLAH_JOB_SUBMIT", ad_string(Cmd="/bin/true", Iwd=str(tmp_path),
                                                  gridtype="fork"))
         assert res[0] == "0" and res[2].startswith("fork/"), res
+
+
+# -- site batch directives (HTCondor-CE): CERequirements and <lrms>_local_submit_attributes.sh --
+class Expr(str):
+    """An unquoted ClassAd expression for ad_string."""
+
+    def __str__(self) -> str:  # pragma: no cover - trivial
+        return str.__str__(self)
+
+
+def _raw_ad(**attrs: object) -> str:
+    return "[ " + "; ".join(
+        f"{k} = {v}" if isinstance(v, Expr) else ad_string(**{k: v})[2:-2]
+        for k, v in attrs.items()
+    ) + " ]"
+
+
+def _site_blah(tmp_path: Path, env: dict[str, str] | None, script: str, lrms: str,
+               timeout: float = 10) -> Blah:
+    """blahpd with a C-blahp-style site script as ``<lrms>_local_submit_attributes.sh``."""
+    site = tmp_path / "blahp etc"
+    site.mkdir(parents=True)
+    hook = site / f"{lrms}_local_submit_attributes.sh"
+    hook.write_text("#!/bin/bash\n" + script)  # not executable: it is sourced, as by the C blahp
+    conf = tmp_path / "blahpd.toml"
+    conf.write_text(f'[site]\nlocal_submit_attributes_dir = "{site}"\n'
+                    f"local_submit_attributes_timeout = {timeout}\n")
+    return Blah(tmp_path / "state", {**(env or os.environ), "BLAHPD_CONFIG": str(conf)})
+
+
+def test_site_directive_reaches_slurm(batch_env, tmp_path):
+    env = batch_env("slurm")
+    b = _site_blah(tmp_path, env, 'echo "#SBATCH --comment=ce-$CondorCE-$Walltime_Min"\n', "slurm")
+    try:
+        res = b.client.call("BLAH_JOB_SUBMIT", _raw_ad(
+            Cmd="/bin/true", Iwd=str(tmp_path), gridtype="slurm",
+            CERequirements=Expr("CondorCE == 1 && Walltime >= 60"),
+        ), timeout=60)
+        assert res[0] == "0", res
+        native = res[2].split("/")[-1]
+        show = subprocess.run(["scontrol", "show", "job", native], env=env,
+                              capture_output=True, text=True, timeout=30)
+        assert "Comment=ce-1-60" in show.stdout, show.stdout
+    finally:
+        b.close()
+
+
+def test_site_script_failure_and_hang_are_error_results(tmp_path):
+    failing = _site_blah(tmp_path / "f", None, "echo 'bad site config' >&2\nexit 1\n", "fork")
+    hanging = _site_blah(tmp_path / "h", None, "sleep 60\n", "fork", timeout=1)
+    try:
+        ad = _raw_ad(Cmd="/bin/true", Iwd=str(tmp_path), gridtype="fork",
+                     CERequirements=Expr("CondorCE == 1"))
+        res = failing.client.call("BLAH_JOB_SUBMIT", ad, timeout=30)
+        assert len(res) == 3 and res[0] == "1" and res[2] == "N/A", res
+        assert "fork_local_submit_attributes.sh failed (exit status 1): bad site config" in res[1]
+        start = time.monotonic()
+        res = hanging.client.call("BLAH_JOB_SUBMIT", ad, timeout=30)
+        assert res[0] == "1" and "did not finish within 1 s" in res[1], res
+        assert time.monotonic() - start < 10
+        assert hanging.client.call("BLAH_PING", "fork") == ["0", "No error"]
+    finally:
+        failing.close()
+        hanging.close()
+
+
+def test_job_gets_x509_user_proxy(blah, tmp_path):
+    (tmp_path / "x509up_u1").write_text("the proxy")
+    prog = tmp_path / "show.sh"
+    prog.write_text('#!/bin/sh\necho "$X509_USER_PROXY"\ncat "$X509_USER_PROXY"\n')
+    prog.chmod(0o755)
+    res = blah.submit(Cmd=str(prog), Iwd=str(tmp_path), Out="o", gridtype="fork",
+                      x509UserProxy="x509up_u1")
+    assert res[0] == "0", res
+    blah.wait(res[2], 4)
+    assert (tmp_path / "o").read_text() == f"{tmp_path}/x509up_u1\nthe proxy"
+
+
+def test_site_directive_reaches_sge_and_user_lines_do_not(batch_env, program, tmp_path):
+    """qsub reads only the site's "#$" lines (under a per-submission -C prefix)."""
+    env = {**os.environ, **(batch_env("sge") or {})}
+    b = _site_blah(tmp_path, env, 'echo "#$ -v BT_SITE=ce$CondorCE"\n', "sge")
+    try:
+        res = b.client.call("BLAH_JOB_SUBMIT", _raw_ad(
+            Cmd=str(program), Arguments=v2(["x\n#$ -v BT_EVIL=1"]), Iwd=str(tmp_path),
+            Out="o", gridtype="sge", CERequirements=Expr("CondorCE == 1"),
+        ), timeout=60)
+        assert res[0] == "0", res
+        b.wait(res[2], 4, timeout=90)
+        out = json.loads((tmp_path / "o").read_text())
+        assert out["env"].get("BT_SITE") == "ce1" and "BT_EVIL" not in out["env"], out
+    finally:
+        b.close()
