@@ -26,6 +26,11 @@ from gahp_core.testing import GahpClient
 ROOT = Path(__file__).resolve().parents[2]
 GAHP = [sys.executable, "-m", "gahp_boinc", "--timeout", "20"]
 JOBS = 20
+LINES = 10_000  # ~200 KB a job: downloads of several chunks, which interleave
+
+
+def content(i: int) -> str:
+    return f"job {i} of the batch\n" * LINES
 
 
 @pytest.fixture
@@ -67,7 +72,7 @@ def test_concurrent_fetches_of_one_batch_all_succeed(
     names = [f"{batch}#{i}" for i in range(JOBS)]
     args = [batch, app, str(JOBS)]
     for i, name in enumerate(names):
-        (inputs / f"{i}.txt").write_text(f"job {i} of the batch\n")
+        (inputs / f"{i}.txt").write_text(content(i))
         args += [name, "0", "1", str(inputs / f"{i}.txt"), "in"]
     assert gahp.command("BOINC_SELECT_PROJECT", emulator.url, emulator.authenticator) == ["S"]
     assert gahp.call("BOINC_SUBMIT", *args, *["NULL"] * 6, timeout=120) == ["NULL"]
@@ -89,7 +94,7 @@ def test_concurrent_fetches_of_one_batch_all_succeed(
     bad = {rid: res for rid, res in got.items() if res[0] != "NULL" or len(res) != 4}
     assert not bad, bad
     for i in range(JOBS):
-        assert (iwd / f"{i}.out").read_text() == f"JOB {i} OF THE BATCH\n", i
+        assert (iwd / f"{i}.out").read_text() == content(i).upper(), i
         assert (iwd / f"{i}.err").exists(), i
     leftovers = sorted(p.name for p in iwd.iterdir()
                        if not p.name.endswith((".out", ".err")))
