@@ -50,7 +50,10 @@ ROOT = Path(__file__).resolve().parents[2]
 BLAHPD = [sys.executable, "-m", "gahp_blah"]
 IDLE, RUNNING, COMPLETED = "1", "2", "4"
 SLURM_COMMANDS = ("sbatch", "squeue", "scontrol", "sacct", "scancel")
-HANG_S = 45  # longer than the 30-41 s the C blahpd never answered
+# A hanging command outlasts the 30-41 s the C blahpd never answered, and the 60 s a test
+# waits for an answer: only a server that gives up on it (command_timeout) can answer.
+HANG_S = 120
+WAIT_S = 60
 UNREACHABLE = "slurm_load_jobs error: Unable to contact slurm controller (connect failure)"
 
 
@@ -202,7 +205,7 @@ class SlurmBlah:
         assert res[0] == "0", res
         return res[2]
 
-    def statuses(self, *jobids: str, timeout: float = 60) -> dict[str, list[str]]:
+    def statuses(self, *jobids: str, timeout: float = WAIT_S) -> dict[str, list[str]]:
         """BLAH_JOB_STATUS of every job, all in flight at once; each must be answered."""
         rids = {}
         for jobid in jobids:
