@@ -50,16 +50,7 @@ def sge_settings() -> dict[str, str]:
     if os.environ.get("SGE_ROOT"):
         return {k: os.environ[k] for k in SGE_VARS if os.environ.get(k)}
     path = Path(os.environ.get("GAHP_SGE_DIR", "/tmp/gahp-sge")) / "env"
-    settings: dict[str, str] = {}
-    try:
-        lines = path.read_text().splitlines()
-    except OSError:
-        return settings
-    for line in lines:
-        name, sep, value = line.removeprefix("export ").partition("=")
-        if sep and name in SGE_VARS:
-            settings[name] = value.strip().strip("'\"")
-    return settings
+    return {k: v for k, v in env_file(path).items() if k in SGE_VARS}
 
 
 @pytest.fixture(scope="session")

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from live_services import env_file as read_settings_file
 from live_services import unavailable
 
 START = "bash .ci/boinc-server-up.sh"
@@ -33,17 +34,8 @@ def env_file() -> Path:
 
 
 def read_env(path: Path) -> dict[str, str]:
-    """``export NAME=value`` lines of the env file (empty when it is missing)."""
-    settings: dict[str, str] = {}
-    try:
-        lines = path.read_text().splitlines()
-    except OSError:
-        return settings
-    for line in lines:
-        name, sep, value = line.removeprefix("export ").partition("=")
-        if sep and name.startswith("GAHP_BOINC_"):
-            settings[name.strip()] = value.strip().strip("'\"")
-    return settings
+    """The ``GAHP_BOINC_*`` settings of the env file (empty when it is missing)."""
+    return {k: v for k, v in read_settings_file(path).items() if k.startswith("GAHP_BOINC_")}
 
 
 def ping(url: str, timeout: float = 10.0) -> str | None:

@@ -132,41 +132,46 @@ def _mbatchd_pid() -> int | None:
     return None
 
 
-@pytest.mark.parametrize("system", ["slurm", "pbs", "lsf"])
-def test_controller_outage_holds_no_job(need_htcondor, jobdirs, batch_env, system) -> None:
-    env = batch_env(system)
-    assert env is not None
+@pytest.mark.parametrize("outage", ["slurm", "pbs+lsf"])
+def test_controller_outage_holds_no_job(need_htcondor, jobdirs, batch_env, outage) -> None:
+    """Each system's server down while its jobs run (OpenPBS's and LSF's at once)."""
+    systems = outage.split("+")
+    envs = {system: batch_env(system) for system in systems}
     condors = [need_htcondor(v) for v in VERSIONS]
-    n = JOBS[system]
-    clusters = {}
+    clusters = {}  # (condor, system) -> (jobdir, cluster)
     for condor in condors:
-        jobdir = jobdirs(condor, f"registry-outage-{system}")
-        clusters[condor] = (jobdir, condor.submit(jobdir, JOB.format(system=system, n=n)))
-    outage = Outage(system, env)
+        for system in systems:
+            jobdir = jobdirs(condor, f"registry-outage-{system}")
+            job = JOB.format(system=system, n=JOBS[system])
+            clusters[(condor, system)] = (jobdir, condor.submit(jobdir, job))
+    outages = [Outage(system, envs[system] or {}) for system in systems]
     try:
-        for condor, (_, cluster) in clusters.items():
+        for (condor, system), (_, cluster) in clusters.items():
             wait_for(
-                lambda c=condor, k=cluster: len(ads := c.ads([k])) == n
+                lambda c=condor, k=cluster, n=JOBS[system]: len(ads := c.ads([k])) == n
                 and all(a.get("JobStatus") == RUNNING for a in ads.values()),
                 180,
-                f"{condor}: the jobs running",
+                f"{condor}: the {system} jobs running",
             )
         marks = {c: _size(c.gridmanager_log) for c in condors}
-        outage.stop()
         try:
+            for down_one in outages:
+                down_one.stop()
             down = time.monotonic()
-            while time.monotonic() - down < OUTAGE_S[system]:
-                for condor, (_, cluster) in clusters.items():
+            while time.monotonic() - down < max(OUTAGE_S[s] for s in systems):
+                for (condor, _system), (_, cluster) in clusters.items():
                     for key, ad in condor.ads([cluster]).items():
                         assert ad.get("JobStatus") != HELD, (condor, key, ad.get("HoldReason"))
                 time.sleep(2)
             answered = {c: _gahp_results(c.gridmanager_log, marks[c]) for c in condors}
         finally:
-            outage.start()
+            for back in outages:
+                back.start()
             deadline = time.monotonic() + 90
-            while not outage.answers():
-                assert time.monotonic() < deadline, f"{system}'s server did not come back"
-                time.sleep(0.5)
+            for back in outages:
+                while not back.answers():
+                    assert time.monotonic() < deadline, f"{back.system}'s server did not come back"
+                    time.sleep(0.5)
         for condor, lines in answered.items():
             # blahpd answered the gridmanager's status requests during the outage, and none
             # with an error (the per-job path's command, or an outage beyond the limit).
@@ -174,15 +179,16 @@ def test_controller_outage_holds_no_job(need_htcondor, jobdirs, batch_env, syste
             failed = [ln for ln in lines if "did not answer" in ln or "has not answered" in ln
                       or "failed (exit status" in ln]
             assert not failed, (condor, failed[:3])
-        for condor, (jobdir, cluster) in clusters.items():
+        for (condor, system), (jobdir, cluster) in clusters.items():
             ads = wait_for(
-                lambda c=condor, k=cluster: (h := c.in_history([k])) and len(h) == n and h,
+                lambda c=condor, k=cluster, n=JOBS[system]: (h := c.in_history([k]))
+                and len(h) == n and h,
                 240,
-                f"{condor}: the jobs finished",
+                f"{condor}: the {system} jobs finished",
             )
             for key, ad in ads.items():
                 assert (ad.get("JobStatus"), ad.get("ExitCode")) == (DONE, 7), (condor, key, ad)
             assert 12 not in user_log_events(jobdir / "job.log")  # never held
     finally:
-        for condor, (_, cluster) in clusters.items():
+        for (condor, _system), (_, cluster) in clusters.items():
             condor.remove([cluster])
