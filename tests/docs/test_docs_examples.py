@@ -163,7 +163,7 @@ def test_toml_blocks_load(block: Block, tmp_path: Path) -> None:
     path = tmp_path / "config.toml"
     path.write_text(body)
     options = argparse.Namespace(config=str(path))
-    if data.keys() & {"state_dir", "drivers", "default_gridtype", "driver"}:
+    if data.keys() & {"state_dir", "drivers", "default_gridtype", "driver", "site"}:
         from gahp_blah.config import load_config as load_blahpd_config
         from gahp_lrms import _load as driver_class
 
