@@ -66,8 +66,8 @@ from typing import Any
 import attrs
 
 from gahp_lrms.base import CommandDriver, command_failure, run_command
-from gahp_lrms.model import DriverError, JobInfo, JobSpec, JobStatus
-from gahp_lrms.script import render_script
+from gahp_lrms.model import DriverError, JobInfo, JobSpec, JobStatus, job_slots
+from gahp_lrms.script import render_script, safe_job_name
 
 __all__ = [
     "BJOBS_FIELDS",
@@ -344,13 +344,7 @@ def info_from_bjobs(
 def lsf_job_name(name: str | None, default: str = "gahp") -> str:
     """A job name bsub takes as it is: ``[A-Za-z0-9_.+-]`` (no ``[`` of an array), at most
     128 characters."""
-    clean = re.sub(r"[^A-Za-z0-9_.+-]", "_", name or "")
-    return clean[:128] or default
-
-
-def job_slots(spec: JobSpec) -> int:
-    """Slots a job reserves: ``nodes * cpus_per_node``, at least ``count``."""
-    return max((spec.nodes or 1) * (spec.cpus_per_node or 1), spec.count)
+    return safe_job_name(name, 128, default)
 
 
 def bsub_options(spec: JobSpec, *, memory_unit: str = "MB") -> list[str]:

@@ -11,7 +11,7 @@ from typing import Any
 
 import attrs
 
-__all__ = ["DriverError", "JobInfo", "JobSpec", "JobStatus", "config_flag"]
+__all__ = ["DriverError", "JobInfo", "JobSpec", "JobStatus", "config_flag", "job_slots"]
 
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 
@@ -169,3 +169,8 @@ class JobInfo:
     def finished(self) -> bool:
         """True once the job can change no more (COMPLETED or REMOVED)."""
         return self.status in (JobStatus.COMPLETED, JobStatus.REMOVED)
+
+
+def job_slots(spec: JobSpec) -> int:
+    """Slots a job reserves: ``nodes * cpus_per_node``, at least ``count``."""
+    return max((spec.nodes or 1) * (spec.cpus_per_node or 1), spec.count)

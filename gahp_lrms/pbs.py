@@ -521,8 +521,8 @@ class PbsDriver(CommandDriver):
     def resume(self, native_id: str) -> None:
         info = self.query_status(native_id)
         if info.status is not JobStatus.HELD or info.hold_reason == "suspended":
-            raise DriverError(f"PBS job {native_id} is not held: it is {info.status.name}"
-                              + (" (suspended)" if info.status is JobStatus.HELD else ""))
+            what = info.hold_reason if info.status is JobStatus.HELD else info.status.name
+            raise DriverError(f"PBS job {native_id} is not held: it is {what}")
         self._changed(native_id)
         self._run("qrls", native_id)
         self._changed(native_id)

@@ -347,6 +347,15 @@ class StatusRegistry:
             return
         for _native_id, e in changes:
             e.saved = e.seen
+        self._write(lines)
+
+    def _append_drop(self, native_id: str) -> None:
+        if self.journal is not None:
+            self._write([json.dumps({"id": native_id, "drop": True}) + "\n"])
+
+    def _write(self, lines: Sequence[str]) -> None:
+        """Append ``lines`` to the journal; compact it when it has grown large."""
+        assert self.journal is not None
         try:
             self.journal.parent.mkdir(parents=True, exist_ok=True)
             with open(self.journal, "a") as fh:
@@ -357,17 +366,6 @@ class StatusRegistry:
         self._journal_lines += len(lines)
         if self._journal_lines > 2 * len(self._entries) + 1000:
             self._compact()
-
-    def _append_drop(self, native_id: str) -> None:
-        if self.journal is None:
-            return
-        try:
-            with open(self.journal, "a") as fh:
-                fh.write(json.dumps({"id": native_id, "drop": True}) + "\n")
-        except OSError as exc:
-            log.warning("cannot write the status journal %s: %s", self.journal, exc)
-            return
-        self._journal_lines += 1
 
     def _compact(self) -> None:
         """Forget jobs finished ``keep_finished`` ago; rewrite the journal with one line per

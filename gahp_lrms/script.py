@@ -9,12 +9,20 @@ and backslashes in those paths and the PBS wrappers pass options through a shell
 
 from __future__ import annotations
 
+import re
 import shlex
 from collections.abc import Callable, Sequence
 
 from gahp_lrms.model import JobSpec
 
-__all__ = ["render_script"]
+__all__ = ["render_script", "safe_job_name"]
+
+
+def safe_job_name(name: str | None, limit: int, default: str = "gahp") -> str:
+    """``name`` with anything but ``[A-Za-z0-9_.+-]`` replaced by ``_``, cut to ``limit``
+    characters (``default`` when nothing is left): a job name every batch system's tools
+    take as it is."""
+    return re.sub(r"[^A-Za-z0-9_.+-]", "_", name or "")[:limit] or default
 
 
 def _q(value: str) -> str:

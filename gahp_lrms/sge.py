@@ -58,8 +58,8 @@ from typing import Any
 import attrs
 
 from gahp_lrms.base import CommandDriver, command_failure, run_command
-from gahp_lrms.model import DriverError, JobInfo, JobSpec, JobStatus, config_flag
-from gahp_lrms.script import render_script
+from gahp_lrms.model import DriverError, JobInfo, JobSpec, JobStatus, config_flag, job_slots
+from gahp_lrms.script import render_script, safe_job_name
 
 __all__ = [
     "SgeDriver",
@@ -250,16 +250,8 @@ def info_from_qacct(record: Mapping[str, str], *, cancelled: bool = False) -> Jo
 def sge_job_name(name: str | None, default: str = "gahp") -> str:
     """A valid Grid Engine object name: ``[A-Za-z0-9_.+-]``, not starting with a digit, at
     most 64 characters."""
-    clean = re.sub(r"[^A-Za-z0-9_.+-]", "_", name or "")
-    if clean[:1].isdigit():
-        clean = "j" + clean
-    return clean[:64] or default
-
-
-def job_slots(spec: JobSpec) -> int:
-    """Slots a job reserves: ``nodes * cpus_per_node``, at least ``count``."""
-    per_node = spec.cpus_per_node or 1
-    return max((spec.nodes or 1) * per_node, spec.count)
+    clean = safe_job_name(name, 64, "")
+    return (("j" + clean) if clean[:1].isdigit() else clean)[:64] or default
 
 
 def sge_script(spec: JobSpec) -> tuple[str, str]:

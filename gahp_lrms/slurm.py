@@ -34,7 +34,7 @@ import attrs
 
 from gahp_lrms.base import CommandDriver, command_failure, run_command
 from gahp_lrms.model import DriverError, JobInfo, JobSpec, JobStatus
-from gahp_lrms.script import render_script
+from gahp_lrms.script import render_script, safe_job_name
 
 __all__ = [
     "SlurmDriver",
@@ -230,8 +230,7 @@ def job_info_from_fields(fields: Mapping[str, str]) -> JobInfo:
 
 def slurm_job_name(name: str | None, default: str = "gahp") -> str:
     """A job name safe for every Slurm/PBS tool: ``[A-Za-z0-9_.+-]``, at most 64 chars."""
-    clean = re.sub(r"[^A-Za-z0-9_.+-]", "_", name or "")[:64]
-    return clean or default
+    return safe_job_name(name, 64, default)
 
 
 def sbatch_options(spec: JobSpec) -> list[str]:

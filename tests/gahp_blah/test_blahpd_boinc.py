@@ -9,19 +9,13 @@ from pathlib import Path
 
 import classad2
 import pytest
+from blah_helpers import ad_string as ad
 
 from gahp_boinc.emulator import EmulatorServer
 from gahp_core.testing import GahpClient
 
 BLAHPD = [sys.executable, "-m", "gahp_blah"]
 
-
-def ad(**attrs: object) -> str:
-    parts = []
-    for k, v in attrs.items():
-        v = '"' + v.replace("\\", "\\\\").replace('"', '\\"') + '"' if isinstance(v, str) else v
-        parts.append(f"{k} = {v}")
-    return "[ " + "; ".join(parts) + " ]"
 
 
 @pytest.fixture

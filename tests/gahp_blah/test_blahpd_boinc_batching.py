@@ -10,6 +10,7 @@ from pathlib import Path
 
 import classad2
 import pytest
+from blah_helpers import ad_string as ad
 
 from gahp_boinc.emulator import EmulatorServer
 from gahp_core.testing import GahpClient
@@ -17,13 +18,6 @@ from gahp_core.testing import GahpClient
 BLAHPD = [sys.executable, "-m", "gahp_blah"]
 IDLE, RUNNING, REMOVED, COMPLETED, HELD = 1, 2, 3, 4, 5
 
-
-def ad(**attrs: object) -> str:
-    parts = []
-    for k, v in attrs.items():
-        v = '"' + v.replace("\\", "\\\\").replace('"', '\\"') + '"' if isinstance(v, str) else v
-        parts.append(f"{k} = {v}")
-    return "[ " + "; ".join(parts) + " ]"
 
 
 def pipelined(c: GahpClient, command: str, args: list[str], inflight: int = 50

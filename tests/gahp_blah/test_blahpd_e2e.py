@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 
 import pytest
+from blah_helpers import ad_string
 
 from gahp_core import split
 from gahp_core.testing import GahpClient, GahpConformance
@@ -33,14 +34,6 @@ class TestBlahpdConformance(GahpConformance):
     server_command = BLAHPD
     async_probe = "BLAH_PING {reqid} fork"
 
-
-def ad_string(**attrs: object) -> str:
-    parts = []
-    for k, v in attrs.items():
-        if isinstance(v, str):
-            v = '"' + v.replace("\\", "\\\\").replace('"', '\\"') + '"'
-        parts.append(f"{k} = {v}")
-    return "[ " + "; ".join(parts) + " ]"
 
 
 def v2(args: list[str]) -> str:

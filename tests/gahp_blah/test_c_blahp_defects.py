@@ -43,6 +43,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from blah_helpers import ad_string as ad
 
 from gahp_core.testing import GahpClient
 
@@ -63,14 +64,6 @@ def blahpd_env(extra: dict[str, str] | None = None) -> dict[str, str]:
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
     return env
 
-
-def ad(**attrs: object) -> str:
-    parts = []
-    for k, v in attrs.items():
-        if isinstance(v, str):
-            v = '"' + v.replace("\\", "\\\\").replace('"', '\\"') + '"'
-        parts.append(f"{k} = {v}")
-    return "[ " + "; ".join(parts) + " ]"
 
 
 def blahpd(tmp_path: Path, config: str = "", env: dict[str, str] | None = None) -> GahpClient:
