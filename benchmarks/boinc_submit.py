@@ -21,9 +21,9 @@ import tempfile
 import time
 from pathlib import Path
 
+from gahp_boinc._staging import Md5Cache
+from gahp_boinc._submit import hash_all
 from gahp_boinc.emulator import EmulatorServer
-from gahp_boinc.staging import Md5Cache
-from gahp_boinc.submit import hash_all
 from gahp_core.testing import GahpClient, proc_status
 
 

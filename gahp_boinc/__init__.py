@@ -1,7 +1,7 @@
 """gahp_boinc: the BOINC GAHP (``boinc-gahp``), a BOINC client library and a BOINC project
 server emulator.
 
-``from gahp_boinc import BoincClient`` (see :mod:`gahp_boinc.client`); the client's names are
+``from gahp_boinc import BoincClient`` (see :mod:`gahp_boinc._client`); the client's names are
 imported on first use, so the emulator and the GAHP start without them.
 """
 
@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 from gahp_core import __version__
 
 if TYPE_CHECKING:
-    from gahp_boinc.client import (
+    from gahp_boinc._client import (
         BatchDetail,
         BatchInfo,
         BatchStates,
@@ -28,10 +28,10 @@ if TYPE_CHECKING:
         SyncBoincClient,
         Templates,
     )
-    from gahp_boinc.errors import BoincError
-    from gahp_boinc.outputs import OutputError
-    from gahp_boinc.replies import RpcError
-    from gahp_boinc.staging import StagingError
+    from gahp_boinc._errors import BoincError
+    from gahp_boinc._outputs import OutputError
+    from gahp_boinc._replies import RpcError
+    from gahp_boinc._staging import StagingError
 
 
 __all__ = [
@@ -59,7 +59,7 @@ __all__ = [
 
 def __getattr__(name: str) -> Any:
     if name in __all__ and name != "__version__":
-        from gahp_boinc import client
+        from gahp_boinc import _client
 
-        return getattr(client, name)
+        return getattr(_client, name)
     raise AttributeError(f"module 'gahp_boinc' has no attribute {name!r}")

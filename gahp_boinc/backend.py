@@ -12,12 +12,12 @@ import logging
 from collections.abc import Sequence
 
 from gahp_boinc import __version__
-from gahp_boinc.client import BoincClient
-from gahp_boinc.config import BoincConfig, load_config
-from gahp_boinc.errors import BoincError
-from gahp_boinc.outputs import FetchRequest
-from gahp_boinc.rpc import JobParams, Project
-from gahp_boinc.submit import BoincJob, SubmitRequest
+from gahp_boinc._client import BoincClient
+from gahp_boinc._config import BoincConfig, load_config
+from gahp_boinc._errors import BoincError
+from gahp_boinc._outputs import FetchRequest
+from gahp_boinc._rpc import JobParams, Project
+from gahp_boinc._submit import BoincJob, SubmitRequest
 from gahp_core import (
     BackendContext,
     BadRequest,

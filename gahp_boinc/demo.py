@@ -4,7 +4,7 @@ Starts the emulator on 127.0.0.1, spawns ``boinc-gahp`` and drives it as HTCondo
 gridmanager would: select the project, ping, submit a batch whose jobs share some input
 files, set the lease, poll until every job is final, fetch the outputs (renamed) into a
 directory, retire the batch, and print a summary. The project's own view of the batch is
-read with :class:`~gahp_boinc.client.BoincClient`.
+read with :class:`~gahp_boinc._client.BoincClient`.
 
 ``--library`` runs the same workflow without the GAHP, through ``BoincClient`` alone (the
 way a Python program submits to BOINC).
@@ -20,9 +20,9 @@ import tempfile
 import time
 from pathlib import Path
 
-from gahp_boinc.client import BoincClient, Job, SyncBoincClient
+from gahp_boinc._client import BoincClient, Job, SyncBoincClient
+from gahp_boinc._errors import BoincError
 from gahp_boinc.emulator import EmulatorServer
-from gahp_boinc.errors import BoincError
 from gahp_core import __version__
 from gahp_core.testing import GahpClient
 

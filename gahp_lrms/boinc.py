@@ -2,7 +2,7 @@
 
 HTCondor 10 dropped its ``boinc`` grid type but still speaks BLAH (``grid_resource =
 batch boinc``); this driver maps the BLAH job model onto BOINC's with gahp_boinc's
-:class:`~gahp_boinc.client.BoincClient` and its MD5 staging:
+:class:`~gahp_boinc._client.BoincClient` and its MD5 staging:
 
 - one BLAH job is one BOINC job; Cmd names the BOINC application (its last path component:
   HTCondor sends the executable joined to Iwd);
@@ -59,13 +59,13 @@ from typing import Any, TypeVar
 
 import attrs
 
-from gahp_boinc.client import SyncBoincClient
-from gahp_boinc.errors import BoincError
-from gahp_boinc.outputs import FetchRequest
-from gahp_boinc.replies import RpcError
-from gahp_boinc.rpc import CompletedJob, JobDetail, JobParams, Project, Templates
-from gahp_boinc.staging import StagingError, check_input, command_line
-from gahp_boinc.submit import BoincJob, SubmitRequest
+from gahp_boinc._client import SyncBoincClient
+from gahp_boinc._errors import BoincError
+from gahp_boinc._outputs import FetchRequest
+from gahp_boinc._replies import RpcError
+from gahp_boinc._rpc import CompletedJob, JobDetail, JobParams, Project, Templates
+from gahp_boinc._staging import StagingError, check_input, command_line
+from gahp_boinc._submit import BoincJob, SubmitRequest
 from gahp_core import ConfigError, error_text, read_secret_file
 from gahp_lrms.base import Driver
 from gahp_lrms.model import DriverError, JobInfo, JobSpec, JobStatus

@@ -172,7 +172,7 @@ def test_toml_blocks_load(block: Block, tmp_path: Path) -> None:
             known = driver_class(name).config_keys  # type: ignore[union-attr]
             assert set(settings) <= known, f"[driver.{name}]: {set(settings) - known}"
     else:
-        from gahp_boinc.config import load_config as load_boinc_config
+        from gahp_boinc._config import load_config as load_boinc_config
 
         load_boinc_config(options)
 

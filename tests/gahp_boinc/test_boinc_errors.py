@@ -5,9 +5,9 @@ from __future__ import annotations
 from exception_roots import exception_classes, strays
 
 from gahp_boinc import BoincError
-from gahp_boinc.outputs import OutputError
-from gahp_boinc.replies import RpcError
-from gahp_boinc.staging import StagingError
+from gahp_boinc._outputs import OutputError
+from gahp_boinc._replies import RpcError
+from gahp_boinc._staging import StagingError
 
 
 def test_every_boinc_exception_derives_from_boinc_error():

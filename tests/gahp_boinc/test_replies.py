@@ -2,7 +2,7 @@
 
 import pytest
 
-from gahp_boinc.replies import (
+from gahp_boinc._replies import (
     RpcError,
     clean_stderr,
     parse_query_batch2,

@@ -17,9 +17,9 @@ from typing import Any
 
 import attrs
 
-from gahp_boinc.replies import RpcError
-from gahp_boinc.rpc import BoincRpc, JobInput, JobParams, Project
-from gahp_boinc.staging import Md5Cache, StagingError, check_input, command_line, physical_name
+from gahp_boinc._replies import RpcError
+from gahp_boinc._rpc import BoincRpc, JobInput, JobParams, Project
+from gahp_boinc._staging import Md5Cache, StagingError, check_input, command_line, physical_name
 
 log = logging.getLogger("gahp.boinc.submit")
 

@@ -10,7 +10,7 @@ from collections import OrderedDict
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
-from gahp_boinc.errors import BoincError
+from gahp_boinc._errors import BoincError
 
 _EXT_OK = re.compile(r"^\.[A-Za-z0-9_\-. ]*$")
 _ARG_PLAIN = re.compile(r"^[A-Za-z0-9_\-.,:/=+@%]+$")

@@ -13,7 +13,7 @@ from typing import Any
 
 import attrs
 
-from gahp_boinc.rpc import Project
+from gahp_boinc._rpc import Project
 from gahp_core import ConfigError, load_toml, read_secret_file
 
 

@@ -12,9 +12,9 @@ from pathlib import Path
 
 import attrs
 
-from gahp_boinc.errors import BoincError
-from gahp_boinc.replies import RpcError
-from gahp_boinc.rpc import BoincRpc, CompletedJob, Project
+from gahp_boinc._errors import BoincError
+from gahp_boinc._replies import RpcError
+from gahp_boinc._rpc import BoincRpc, CompletedJob, Project
 
 log = logging.getLogger("gahp.boinc.outputs")
 

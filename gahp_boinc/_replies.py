@@ -15,7 +15,7 @@ from xml.parsers.expat import ExpatError
 
 import xmltodict
 
-from gahp_boinc.errors import BoincError
+from gahp_boinc._errors import BoincError
 
 
 class RpcError(BoincError):

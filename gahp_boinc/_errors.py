@@ -8,7 +8,7 @@ class BoincError(Exception):
     """Anything that went wrong talking to a BOINC project or staging files for it: a failure
     phrased for the client.
 
-    Subclasses: :class:`~gahp_boinc.replies.RpcError` (the server or the network),
-    :class:`~gahp_boinc.staging.StagingError` (an input or argument that cannot be sent),
-    :class:`~gahp_boinc.outputs.OutputError` (outputs that cannot be placed).
+    Subclasses: :class:`~gahp_boinc._replies.RpcError` (the server or the network),
+    :class:`~gahp_boinc._staging.StagingError` (an input or argument that cannot be sent),
+    :class:`~gahp_boinc._outputs.OutputError` (outputs that cannot be placed).
     """

@@ -31,10 +31,10 @@ from typing import Any, TypeVar
 import attrs
 import httpx
 
-from gahp_boinc.errors import BoincError
-from gahp_boinc.outputs import FetchRequest, OutputError, fetch_output
-from gahp_boinc.replies import RpcError
-from gahp_boinc.rpc import (
+from gahp_boinc._errors import BoincError
+from gahp_boinc._outputs import FetchRequest, OutputError, fetch_output
+from gahp_boinc._replies import RpcError
+from gahp_boinc._rpc import (
     BatchDetail,
     BatchInfo,
     BoincRpc,
@@ -47,8 +47,8 @@ from gahp_boinc.rpc import (
     Project,
     Templates,
 )
-from gahp_boinc.staging import Md5Cache, StagingError, command_line
-from gahp_boinc.submit import BoincJob, SubmitReport, SubmitRequest, SubmitState, submit
+from gahp_boinc._staging import Md5Cache, StagingError, command_line
+from gahp_boinc._submit import BoincJob, SubmitReport, SubmitRequest, SubmitState, submit
 
 __all__ = [
     "BatchDetail",

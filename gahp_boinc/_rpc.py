@@ -26,7 +26,7 @@ from xml.sax.saxutils import escape as xml_escape
 import attrs
 import httpx
 
-from gahp_boinc.replies import (
+from gahp_boinc._replies import (
     _DECL,
     RpcError,
     as_list,
