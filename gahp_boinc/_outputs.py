@@ -12,15 +12,10 @@ from pathlib import Path
 
 import attrs
 
-from gahp_boinc._errors import BoincError
-from gahp_boinc._replies import RpcError
+from gahp_boinc._errors import OutputError, RpcError
 from gahp_boinc._rpc import BoincRpc, CompletedJob, Project
 
 log = logging.getLogger("gahp.boinc.outputs")
-
-
-class OutputError(BoincError):
-    """A local problem placing outputs (bad destination, unsafe name)."""
 
 
 @attrs.frozen

@@ -26,9 +26,9 @@ from xml.sax.saxutils import escape as xml_escape
 import attrs
 import httpx
 
+from gahp_boinc._errors import NoOutput, RpcError, rpc_error
 from gahp_boinc._replies import (
     _DECL,
-    RpcError,
     as_list,
     clean_stderr,
     decode_text,
@@ -421,7 +421,7 @@ class BoincRpc:
         body = resp.content
         err = top_level_error(body, command)
         if err is not None:
-            return RpcError(f"{command}: HTTP {status}: {err}", code=err.code)
+            return err.reworded(f"{command}: HTTP {status}: {err}")
         snippet = decode_text(body[:160]).strip().replace("\n", " ")
         retryable = status in (502, 503, 504)
         err = RpcError(
@@ -646,7 +646,7 @@ class BoincRpc:
             partial = getattr(exc, "body", b"")
             if getattr(exc, "status", None) == 500 and b"<error_mask>" in partial:
                 mask = partial_fields(partial).get("error_mask", "?")
-                raise RpcError(
+                raise NoOutput(
                     f"job {job_name} has no completed instance (error_mask {mask}; "
                     f"{_error_mask_text(mask)}): no output to fetch"
                 ) from None
@@ -824,7 +824,7 @@ class BoincRpc:
                     text = decode_text((await resp.aread())[:300]).strip()
                     if text.startswith("ERROR:"):
                         text = text[6:].strip()
-                    raise RpcError(f"get_output failed for {what}: {text}")
+                    raise rpc_error(f"get_output failed for {what}: {text}", text)
                 size = 0
                 fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
                 with os.fdopen(fd, "wb") as fh:
