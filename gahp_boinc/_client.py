@@ -45,8 +45,15 @@ from gahp_boinc._rpc import (
     Project,
     Templates,
 )
-from gahp_boinc._staging import Md5Cache, check_input, command_line
-from gahp_boinc._submit import BoincJob, SubmitReport, SubmitRequest, SubmitState, submit
+from gahp_boinc._staging import Md5Cache, check_input, command_line, physical_name
+from gahp_boinc._submit import (
+    BoincJob,
+    SubmitReport,
+    SubmitRequest,
+    SubmitState,
+    hash_all,
+    submit,
+)
 
 T = TypeVar("T")
 
@@ -386,6 +393,13 @@ class BoincClient:
         return await self.rpc.download_batch_outputs(p, info.id, Path(dest))
 
     # ---- operations -------------------------------------------------------------------------
+
+    async def physical_names(self, paths: Sequence[str | Path]) -> list[str]:
+        """The names :meth:`submit` gives these files on the project (MD5 of the content
+        plus the extension), each file hashed off the event loop and remembered."""
+        files = [Path(p) for p in paths]
+        digests = await hash_all(files, self.md5, self.run_in_worker)
+        return [physical_name(d, str(f)) for d, f in zip(digests, files, strict=True)]
 
     async def submit(
         self,
@@ -811,6 +825,10 @@ class SyncBoincClient:
     ) -> int:
         """Blocking :meth:`BoincClient.get_batch_outputs`."""
         return self.run(self.client.get_batch_outputs(batch_name, dest, project=project))
+
+    def physical_names(self, paths: Sequence[str | Path]) -> list[str]:
+        """Blocking :meth:`BoincClient.physical_names`."""
+        return self.run(self.client.physical_names(paths))
 
     def submit(
         self,
