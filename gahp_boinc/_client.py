@@ -659,7 +659,7 @@ class SyncBoincClient:
         return self.client.calls
 
     # Each method is the blocking twin of the :class:`BoincClient` method of the same name,
-    # with its signature (tests/gahp_boinc/test_public_api.py checks it).
+    # with its signature (tests/gahp_boinc/test_boinc_public_api.py checks it).
 
     def ping(self, *, project: Project | None = None) -> None:
         """Blocking :meth:`BoincClient.ping`."""
