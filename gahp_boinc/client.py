@@ -49,6 +49,7 @@ from gahp_boinc.rpc import (
 )
 from gahp_boinc.staging import Md5Cache, StagingError, command_line
 from gahp_boinc.submit import BoincJob, SubmitReport, SubmitRequest, SubmitState, submit
+from gahp_core import ConfigError, http_url
 
 __all__ = [
     "BatchDetail",
@@ -80,8 +81,10 @@ FINAL_STATES = frozenset({"DONE", "ERROR"})
 
 def project(url: str, authenticator: str) -> Project:
     """A :class:`Project` with its URL ending in ``/`` (as the RPC pages are under it)."""
-    if not url.startswith(("http://", "https://")):
-        raise ValueError(f"project URL must start with http:// or https://: {url!r}")
+    try:
+        url = http_url(url, "project URL")
+    except ConfigError as exc:
+        raise ValueError(str(exc)) from None
     return Project(url=url if url.endswith("/") else url + "/", authenticator=authenticator)
 
 
