@@ -1,0 +1,34 @@
+"""Claims of the documentation that name code: checked against the code, so that a change
+of either shows."""
+
+from __future__ import annotations
+
+import inspect
+import re
+from pathlib import Path
+
+from gahp_boinc import BoincClient, SyncBoincClient
+from gahp_core import ServerOptions
+from gahp_ninfg.dialect import NinfgDialect
+
+DOCS = Path(__file__).resolve().parents[2] / "docs"
+
+
+def methods(cls: type) -> set[str]:
+    return {n for n, v in inspect.getmembers(cls) if not n.startswith("_") and callable(v)}
+
+
+def test_sync_client_lacks_exactly_the_methods_the_guide_names():
+    text = (DOCS / "boinc-client.md").read_text()
+    sentence = re.search(r"`SyncBoincClient` has the same methods, blocking, but for (.*?):",
+                         text, re.S)
+    assert sentence, "boinc-client.md: the sentence on SyncBoincClient's methods moved"
+    named = set(re.findall(r"`(\w+)`", sentence.group(1).split("(")[0]))
+    lacking = methods(BoincClient) - methods(SyncBoincClient) - {"sync"}  # sync: a factory
+    assert named == lacking
+
+
+def test_the_shutdown_bounds_of_the_protocol_reference():
+    text = " ".join((DOCS / "protocol.md").read_text().split())
+    assert f"`quit_grace` ({ServerOptions().quit_grace:g} s" in text
+    assert f"{NinfgDialect.shutdown_time:g} s for the Ninf-G dialect" in text
