@@ -54,6 +54,7 @@ from gahp_boinc._submit import (
     hash_all,
     submit,
 )
+from gahp_core import ConfigError, http_url
 
 T = TypeVar("T")
 
@@ -63,8 +64,10 @@ FINAL_STATES = frozenset({"DONE", "ERROR"})
 
 def project(url: str, authenticator: str) -> Project:
     """A :class:`Project` with its URL ending in ``/`` (as the RPC pages are under it)."""
-    if not url.startswith(("http://", "https://")):
-        raise ValueError(f"project URL must start with http:// or https://: {url!r}")
+    try:
+        url = http_url(url, "project URL")
+    except ConfigError as exc:
+        raise ValueError(str(exc)) from None
     return Project(url=url if url.endswith("/") else url + "/", authenticator=authenticator)
 
 

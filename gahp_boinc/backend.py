@@ -26,6 +26,7 @@ from gahp_core import (
     Version,
     error_text,
     hookimpl,
+    http_url,
     out_of_service,
 )
 
@@ -206,8 +207,10 @@ class BoincBackend:
 
     def select_project(self, args: Sequence[str]) -> tuple[str, ...]:
         url, auth = args
-        if not url.startswith(("http://", "https://")) or url == NULL:
-            raise _bad(f"project URL must start with http:// or https://: {url!r}")
+        try:
+            url = http_url(url, "project URL")
+        except ConfigError as exc:
+            raise _bad(str(exc)) from None
         if not auth or auth == NULL:
             raise _bad("an authenticator is required")
         if not url.endswith("/"):

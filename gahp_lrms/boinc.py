@@ -77,8 +77,9 @@ from gahp_boinc import (
     Templates,
     check_job,
 )
-from gahp_core import ConfigError, error_text, read_secret_file
+from gahp_core import ConfigError, error_text, http_url, read_secret_file
 from gahp_lrms.base import Driver
+from gahp_lrms.config import BoincDriverConfig
 from gahp_lrms.model import DriverError, JobInfo, JobSpec, JobStatus
 from gahp_lrms.registry import RegistryHolder
 
@@ -135,21 +136,8 @@ class BoincDriver(RegistryHolder, Driver):
     """Jobs on a BOINC project through its remote-submission RPCs."""
 
     name = "boinc"
-    config_keys = frozenset(
-        {
-            "project_url",
-            "authenticator_file",
-            "timeout",
-            "retries",
-            "ca_bundle",
-            "insecure",
-            "lease_seconds",
-            "rpc_timeout",
-            "batch_window_s",
-            "batch_max_jobs",
-            "submit_attempts",
-        }
-    ) | RegistryHolder.registry_keys
+    config_class = BoincDriverConfig
+    settings: BoincDriverConfig
 
     def __init__(
         self,
@@ -164,35 +152,30 @@ class BoincDriver(RegistryHolder, Driver):
         self.batches_dir = self.state_dir / "batches"
         for d in (self.jobs_dir, self.queued_dir, self.batches_dir):
             d.mkdir(parents=True, exist_ok=True, mode=0o700)
+        cfg = self.settings
         verify: bool | str = True
-        if config.get("insecure"):
+        if cfg.insecure:
             verify = False
-        elif config.get("ca_bundle"):
-            verify = str(config["ca_bundle"])
-        try:
-            self.lease_seconds = float(config.get("lease_seconds", 7 * 24 * 3600))
-            self.rpc_timeout = float(config.get("rpc_timeout", 280))
-            self.batch_window_s = float(config.get("batch_window_s", 1.0))
-            self.batch_max_jobs = max(1, int(config.get("batch_max_jobs", 1000)))
-            self.submit_attempts = max(1, int(config.get("submit_attempts", 3)))
-            self._registry_settings(config, "BOINC project")
-        except (TypeError, ValueError) as exc:
-            raise DriverError(f"boinc driver: bad numeric option ({exc})") from None
+        elif cfg.ca_bundle:
+            verify = str(cfg.ca_bundle)
+        self.lease_seconds = cfg.lease_seconds
+        self.rpc_timeout = cfg.rpc_timeout
+        self.batch_window_s = cfg.batch_window_s
+        self.batch_max_jobs = cfg.batch_max_jobs
+        self.submit_attempts = cfg.submit_attempts
+        self._registry_settings(cfg, "BOINC project")
         # The driver's methods block (blahpd calls them from its worker threads): they wait
         # for the client's coroutines on ``loop`` (blahpd's), or on a loop of the client's
         # own. The client holds the connection pool, the MD5 cache and the submission state
         # (staging lock, retry bookkeeping) for every project.
-        try:
-            self.boinc = SyncBoincClient(
-                timeout=float(config.get("timeout", 60)),
-                verify=verify,
-                retries=int(config.get("retries", 4)),
-                lease_seconds=self.lease_seconds,
-                call_timeout=self.rpc_timeout,
-                loop=loop,
-            )
-        except (TypeError, ValueError) as exc:
-            raise DriverError(f"boinc driver: bad option ({exc})") from None
+        self.boinc = SyncBoincClient(
+            timeout=cfg.timeout,
+            verify=verify,
+            retries=cfg.retries,
+            lease_seconds=self.lease_seconds,
+            call_timeout=self.rpc_timeout,
+            loop=loop,
+        )
         self.client = self.boinc.client
         log.debug(
             "BOINC requests run on %s",
@@ -273,17 +256,21 @@ class BoincDriver(RegistryHolder, Driver):
 
     def _resolve(self, url: str | None, auth_file: str | None) -> tuple[str, str]:
         """The project URL (ending in /) and authenticator file a job uses."""
-        url = url or self.config.get("project_url")
-        auth_file = auth_file or self.config.get("authenticator_file")
+        url = url or self.settings.project_url
+        auth_file = auth_file or (
+            str(self.settings.authenticator_file) if self.settings.authenticator_file else None
+        )
         if not url or not auth_file:
             raise _NoProject(
                 "no BOINC project: set project_url and authenticator_file in the boinc "
                 "driver's configuration, or BoincProjectUrl/BoincAuthenticatorFile in the job"
             )
-        if not str(url).startswith(("http://", "https://")):
-            raise DriverError(f"BOINC project URL must start with http:// or https://: {url}")
-        url = str(url) if str(url).endswith("/") else f"{url}/"
-        return url, str(auth_file)
+        try:
+            url = http_url(url, "BOINC project URL")
+        except ConfigError as exc:
+            raise DriverError(str(exc)) from None
+        url = url if url.endswith("/") else f"{url}/"
+        return url, auth_file
 
     def _record_path(self, native_id: str) -> Path:
         if not native_id.startswith("blah-") or not all(
@@ -1065,7 +1052,7 @@ class BoincDriver(RegistryHolder, Driver):
         """Ping the configured project. With none configured each job names its own
         (BoincProjectUrl), so there is nothing to check: the answer is "up". A failed
         BLAH_PING would mark the resource down and keep every such job idle for good."""
-        if not self.config.get("project_url") and not self.config.get("authenticator_file"):
+        if not self.settings.project_url and not self.settings.authenticator_file:
             return
         self._run(self.boinc.ping, project=self._project(None, None))
 

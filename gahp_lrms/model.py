@@ -11,7 +11,7 @@ from typing import Any
 
 import attrs
 
-__all__ = ["DriverError", "JobInfo", "JobSpec", "JobStatus", "config_flag", "job_slots"]
+__all__ = ["DriverError", "JobInfo", "JobSpec", "JobStatus", "job_slots"]
 
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 
@@ -19,13 +19,6 @@ _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 class DriverError(Exception):
     """A driver could not do what was asked; the message says why (and quotes the batch
     system's own error output when there was one). The root of gahp_lrms's exceptions."""
-
-
-def config_flag(value: Any) -> bool:
-    """A boolean option: true, or a string other than 0/false/no/off/empty."""
-    if isinstance(value, str):
-        return value.strip().lower() not in ("0", "false", "no", "off", "")
-    return bool(value)
 
 
 class JobStatus(enum.IntEnum):

@@ -61,7 +61,8 @@ from typing import Any
 import attrs
 
 from gahp_lrms.base import CommandDriver, command_failure
-from gahp_lrms.model import DriverError, JobInfo, JobSpec, JobStatus, config_flag
+from gahp_lrms.config import FLAVORS, PbsConfig
+from gahp_lrms.model import DriverError, JobInfo, JobSpec, JobStatus
 from gahp_lrms.script import render_script
 from gahp_lrms.slurm import (
     SlurmDriver,
@@ -81,9 +82,6 @@ __all__ = [
     "qsub_options",
     "unknown_ids",
 ]
-
-FLAVORS = ("auto", "pbspro", "torque")
-"""Values of the ``flavor`` option."""
 
 _SAFE_WORD = re.compile(r"[A-Za-z0-9_.@-]+\Z")
 _SAFE_PATH = re.compile(r"[A-Za-z0-9_./+-]+\Z")
@@ -300,24 +298,21 @@ class PbsDriver(CommandDriver):
     name = "pbs"
     system = "PBS"
     job_id = _JOB_ID
-    config_keys = CommandDriver.common_keys | {"slurm_conf", "slurm_status", "flavor"}
+    config_class = PbsConfig
+    settings: PbsConfig
 
     def __init__(self, config: Mapping[str, Any], state_dir: Path) -> None:
         super().__init__(config, state_dir)
-        flavor = str(self.config.get("flavor", "auto")).strip().lower()
-        if flavor not in FLAVORS:
-            raise DriverError(
-                f"pbs driver: flavor must be one of {', '.join(FLAVORS)}, not {flavor!r}"
-            )
+        flavor = self.settings.flavor
         self._flavor: str | None = None if flavor == "auto" else flavor
         self._history: bool | None = None
         self._lock = threading.Lock()
-        if self.config.get("slurm_conf"):
-            self.env["SLURM_CONF"] = str(self.config["slurm_conf"])
+        if self.settings.slurm_conf:
+            self.env["SLURM_CONF"] = str(self.settings.slurm_conf)
         self._slurm: SlurmDriver | None = None
         if (
             flavor != "pbspro"
-            and config_flag(self.config.get("slurm_status", True))
+            and self.settings.slurm_status
             and shutil.which("scontrol", path=self.bin_dir or self.env.get("PATH"))
         ):
             slurm_config = {

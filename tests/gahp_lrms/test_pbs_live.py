@@ -196,7 +196,7 @@ def test_one_bulk_query_for_many_jobs(openpbs_config, tmp_path):
     """A status round over many tracked jobs is one qstat for the live ones (never one per
     job: qstat asks the server once per id it is given), plus one for those that finished
     since the last round; then their states are final and never asked again."""
-    driver = get_driver("pbs", {**openpbs_config, "status_interval": "3600"}, tmp_path)
+    driver = get_driver("pbs", {**openpbs_config, "status_interval": 3600}, tmp_path)
     held = [driver.submit(JobSpec("/bin/true", start_held=True)) for _ in range(6)]
     quick = [driver.submit(JobSpec("/bin/true")) for _ in range(6)]
     try:
@@ -238,7 +238,7 @@ def test_pbs_not_answering_is_an_error(openpbs_config, tmp_path):
     """qstat failing (here: a server name PBS cannot reach) is an error, never a guess."""
     bad = tmp_path / "pbs.conf"
     bad.write_text("PBS_EXEC=/opt/pbs\nPBS_SERVER=nosuch.invalid\nPBS_HOME=/var/spool/pbs\n")
-    driver = get_driver("pbs", {**openpbs_config, "command_timeout": "20"}, tmp_path / "s")
+    driver = get_driver("pbs", {**openpbs_config, "command_timeout": 20}, tmp_path / "s")
     driver.env["PBS_CONF_FILE"] = str(bad)
     driver.env.pop("PBS_SERVER", None)
     with pytest.raises(DriverError):
