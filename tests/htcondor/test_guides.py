@@ -324,7 +324,9 @@ def served_by(condor: HTCondor, *needles: str) -> list[str]:
 
 
 def job_ad(condor: HTCondor, cluster: int, states: tuple[int, ...], what: str,
-           deadline_s: float = 180) -> dict:
+           deadline_s: float = 300) -> dict:
+    """The job's ad once it is in one of ``states`` (with its GridJobId, unless DONE); a
+    held job fails at once. The deadline allows for a Slurm busy with other tests' jobs."""
     def check():
         ad = condor.ads([cluster]).get((cluster, 0), {})
         if ad.get("JobStatus") == HELD:
