@@ -19,6 +19,7 @@ Slurm and its "checking by hand" session is replayed through the wrapper as the 
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import shutil
@@ -355,6 +356,7 @@ def test_moving_from_c_blahp_side_by_side_and_back(need_htcondor, batch_env):
         unavailable("GAHP_REQUIRE_HTCONDOR", f"no C blahp to move from ({tarball} missing)")
     site = scratch_site()
     guide = None
+    clusters: list[int] = []
     try:
         subprocess.run(["tar", "-xJf", str(tarball), "-C", str(site)], check=True)
         c_blahp = site / C_BLAHP
@@ -389,11 +391,12 @@ def test_moving_from_c_blahp_side_by_side_and_back(need_htcondor, batch_env):
         (jobdir / "wait.sh").chmod(0o755)
 
         def submit(name: str, code: int) -> int:
-            return condor.submit(jobdir, (
+            clusters.append(condor.submit(jobdir, (
                 "universe = grid\ngrid_resource = batch slurm\nexecutable = wait.sh\n"
                 f"arguments = {jobdir}/go-{name} {name} {code}\n"
                 f"output = {name}.out\nerror = {name}.err\nlog = {name}.log\nqueue\n"),
-                name=f"{name}.sub")
+                name=f"{name}.sub"))
+            return clusters[-1]
 
         a = submit("a", 7)
         a_id = job_ad(condor, a, (RUNNING,), "job a to run through the C blahp")["GridJobId"]
@@ -424,6 +427,10 @@ def test_moving_from_c_blahp_side_by_side_and_back(need_htcondor, batch_env):
         assert OURS_BLAH in status_b[0] and INFN in status_b[-1], status_b
     finally:
         if guide is not None:
+            for name in ("go-a", "go-b"):  # a failed run's jobs end, not wait in Slurm
+                with contextlib.suppress(OSError):
+                    owned(guide.condor, site / "job" / name, "")
+            guide.condor.remove(clusters)
             guide.stop()
         if os.environ.get("GAHP_HTCONDOR_KEEP") != "1":
             shutil.rmtree(site, ignore_errors=True)
