@@ -4,7 +4,6 @@ of either shows."""
 from __future__ import annotations
 
 import inspect
-import re
 from pathlib import Path
 
 from gahp_boinc import BoincClient, SyncBoincClient
