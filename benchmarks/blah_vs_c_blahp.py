@@ -81,6 +81,10 @@ COMMANDS = {  # what each side may run (the C scripts also use lsid, tracejob, q
     "lsf": ["bsub", "bjobs", "bhist", "bkill", "bstop", "bresume", "bqueues", "lsid"],
     "sge": ["qsub", "qstat", "qacct", "qdel", "qhold", "qrls", "qmod"],
 }
+C_NOTES = {
+    "sge": " sge_helper runs $SGE_ROOT/bin/<arch>/qstat itself: not counted",
+    "lsf": " + a grep of lsb.events per job (not a command)",
+}
 HOLD = {"slurm": "#SBATCH -H", "pbs": "#PBS -h", "lsf": "#BSUB -H", "sge": "#$ -h"}
 CACHES = {"slurm": "slurm_cache", "pbs": "qstat_cache", "lsf": "bjobs_cache"}
 BURST_USER = os.environ.get("GAHP_BENCH_USER", "gahpbench")
@@ -245,8 +249,11 @@ def make_shims(system: str, real: Path, where: Path) -> tuple[Path, Path]:
 
 
 def submit_ad(system: str, iwd: Path) -> str:
+    # With pbs_pro=yes and no SMPGranularity the C pbs_submit.sh writes
+    # "#PBS -l select=1:ncpus=", which qsub refuses: every submission fails.
+    smp = "; SMPGranularity = 1" if system == "pbs" else ""
     return (f'[ Cmd = "/bin/sleep"; Args = "3600"; Iwd = "{iwd}"; Out = "/dev/null"; '
-            f'Err = "/dev/null"; gridtype = "{system}" ]')
+            f'Err = "/dev/null"; gridtype = "{system}"{smp} ]')
 
 
 def clear_c_caches(system: str) -> None:
@@ -275,8 +282,7 @@ def status_side(system: str, env: dict[str, str], side: Side, calls: Path, n: in
             return row, natives
         if side.name == C:
             clear_c_caches(system)
-            if system == "sge":
-                row.note += " (sge_helper runs $SGE_ROOT/bin/<arch>/qstat itself: not counted)"
+            row.note += C_NOTES.get(system, "")
         before = scale.read_calls(calls)
         rpcs_before = scale.sdiag_counts(env) if system == "slurm" else None
         row.wall, statuses, _ = pipelined(c, "BLAH_JOB_STATUS", jobids, inflight)
@@ -337,8 +343,8 @@ def c_batch_settings(system: str, env: dict[str, str], shims: Path) -> dict[str,
     if system == "slurm":
         return {"slurm_binpath": str(shims), "export SLURM_CONF": env["SLURM_CONF"]}
     if system == "pbs":
-        # pbs_pro=yes adds "#PBS -l select=1", which the CI's OpenPBS refuses.
-        return {"pbs_binpath": str(shims), "pbs_pro": "no",
+        # OpenPBS is PBS Pro to the scripts (qstat -f -x; "-1" is refused).
+        return {"pbs_binpath": str(shims), "pbs_pro": "yes",
                 "export PBS_CONF_FILE": env.get("PBS_CONF_FILE", "/etc/pbs.conf")}
     if system == "lsf":
         return {"lsf_binpath": str(shims), "lsf_confpath": env["LSF_ENVDIR"],
@@ -404,13 +410,13 @@ def status_table(rows: list[StatusRow]) -> None:
             per_job = cmds / r.submitted if r.submitted else 0.0
             out.append([system, r.side, str(r.submitted), f"{r.wall:.2f}",
                         f"{r.answered}/{r.submitted}", f"{cmds} ({per_job:.2f}/job)",
-                        "-" if r.rpcs is None else str(r.rpcs), r.note.strip()[:60]])
+                        "-" if r.rpcs is None else str(r.rpcs), r.note.strip()])
         if C in pair and OURS in pair and pair[C].wall and pair[OURS].wall:
             c, o = pair[C], pair[OURS]
             oc, cc = sum(o.commands.values()), sum(c.commands.values())
+            rpcs = "-" if c.rpcs is None or o.rpcs is None else ratio(c.rpcs, o.rpcs)
             out.append([system, "C / ours", "", ratio(c.wall, o.wall), "",
-                        ratio(cc, oc), "-" if c.rpcs is None or o.rpcs is None
-                        else ratio(c.rpcs, o.rpcs), ""])
+                        ratio(cc, oc) if system != "sge" else "-", rpcs, ""])
     table("STATUS ROUND of N held jobs (wall time, batch commands, slurmctld RPCs)",
           ["system", "blahpd", "N", "round s", "answered", "batch commands", "RPCs", "note"],
           out)
