@@ -22,7 +22,9 @@ drives them (banner, ASYNC_MODE_ON, request ids, RESULTS, at most 50 requests in
    as its wall time is at the mercy of the shared Slurm's queue): a private
    personal HTCondor 25.0.13 (its own directory, loopback, ephemeral ports, run as a user of
    its own so ``sdiag``'s per-user RPC count is this run's alone), BATCH_GAHP the C blahpd, then
-   ours: J short jobs (``grid_resource = batch slurm``): submit-to-last-termination wall time,
+   ours: J short jobs (``grid_resource = batch slurm``; the site hook gives every Slurm job
+   a 10-minute limit, so a queue blocked by others' unlimited jobs still backfills them):
+   submit-to-last-termination wall time,
    GAHP process-tree CPU (``/proc``, sampled: the blahpd, its reaped children and live
    descendants), RSS (blahpd alone and with its descendants), slurmctld RPCs per job.  The
    HTCondor is stopped at the end.
@@ -169,11 +171,14 @@ def our_side(work: Path, name: str, text: str) -> Side:
                 {"PYTHONPATH": pythonpath})
 
 
-def write_hold_hooks(where: Path, flag: Path) -> None:
-    """``<lrms>_local_submit_attributes.sh`` printing the hold directive while ``flag`` exists."""
+def write_site_hooks(where: Path, flag: Path) -> None:
+    """``<lrms>_local_submit_attributes.sh`` printing the hold directive while ``flag`` exists
+    and, for Slurm, a 10-minute time limit (other users' jobs without one must not keep the
+    benchmark's out of the backfill scheduler)."""
     for system, directive in HOLD.items():
         hook = where / f"{system}_local_submit_attributes.sh"
-        hook.write_text(f"if [ -e '{flag}' ]; then echo '{directive}'; fi\n")
+        limit = "echo '#SBATCH --time=10'\n" if system == "slurm" else ""
+        hook.write_text(f"{limit}if [ -e '{flag}' ]; then echo '{directive}'; fi\n")
         hook.chmod(0o755)
 
 
@@ -358,12 +363,7 @@ def c_batch_settings(system: str, env: dict[str, str], shims: Path) -> dict[str,
 def status_part(work: Path, location: Path | None, envs: dict[str, dict[str, str]],
                 sizes: dict[str, int], inflight: int) -> list[StatusRow]:
     rows: list[StatusRow] = []
-    flag = work / "hold-on-submit"
-    hooks = work / "ours-hooks"
-    hooks.mkdir()
-    write_hold_hooks(hooks, flag)
-    if location is not None:
-        write_hold_hooks(location / "libexec", flag)
+    flag, hooks = work / "hold-on-submit", work / "ours-hooks"
     iwd = work / "iwd"
     iwd.mkdir(mode=0o777)
     iwd.chmod(0o777)
@@ -409,7 +409,7 @@ def status_table(rows: list[StatusRow]) -> None:
             cmds = sum(r.commands.values())
             per_job = cmds / r.submitted if r.submitted else 0.0
             out.append([system, r.side, str(r.submitted), f"{r.wall:.2f}",
-                        f"{r.answered}/{r.submitted}", f"{cmds} ({per_job:.2f}/job)",
+                        f"{r.answered}/{r.submitted}", f"{cmds} ({per_job:.3g}/job)",
                         "-" if r.rpcs is None else str(r.rpcs), r.note.strip()])
         if C in pair and OURS in pair and pair[C].wall and pair[OURS].wall:
             c, o = pair[C], pair[OURS]
@@ -842,7 +842,8 @@ def burst_part(work: Path, location: Path | None, slurm: dict[str, str], jobs: i
     home = work / "condor-ours"
     home.mkdir()
     toml = home / "blahpd.toml"
-    toml.write_text(f'state_dir = "{home}/blah-state"\n[driver.slurm]\n'
+    toml.write_text(f'state_dir = "{home}/blah-state"\n[site]\n'
+                    f'local_submit_attributes_dir = "{work / "ours-hooks"}"\n[driver.slurm]\n'
                     f'slurm_conf = "{slurm["SLURM_CONF"]}"\n')
     wrapper = (f"#!/bin/sh\nexport PYTHONPATH={ROOT}\n"
                f"exec {python} -m gahp_blah --config {toml}\n")
@@ -857,7 +858,7 @@ def burst_table(rows: list[BurstRow]) -> None:
             f"{r.rss_end_kib / 1024:.1f}", f"{r.tree_rss_end_kib / 1024:.1f}",
             f"{r.peak_tree_rss_kib / 1024:.1f}", r.note] for r in rows]
     pair = {r.side: r for r in rows}
-    if C in pair and OURS in pair:
+    if C in pair and OURS in pair and all(r.done == r.jobs for r in rows):
         c, o = pair[C], pair[OURS]
         out.append(["C / ours", "", ratio(c.wall, o.wall), ratio(c.cpu_s, o.cpu_s),
                     ratio(c.rpcs, o.rpcs), ratio(c.rss_end_kib, o.rss_end_kib),
@@ -944,6 +945,10 @@ def main(argv: list[str] | None = None) -> int:
     t_start = time.monotonic()
     with workdir() as work:
         location = unpack_c_blahp(work / "c")
+        (work / "ours-hooks").mkdir()
+        write_site_hooks(work / "ours-hooks", work / "hold-on-submit")
+        if location is not None:
+            write_site_hooks(location / "libexec", work / "hold-on-submit")
         if location is None:
             log(f"C blahpd: no {shared_dir() / 'blahp' / TARBALL} (set GAHP_SHARED): "
                 "only our side runs")
