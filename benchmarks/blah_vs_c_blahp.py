@@ -184,7 +184,11 @@ def write_site_hooks(where: Path, flag: Path) -> None:
 
 # ---------------------------------------------------------------------- pipelining
 class Died(Exception):
-    """The server exited."""
+    """The server exited; ``partial`` holds the results that came before."""
+
+    def __init__(self, why: str, partial: list[list[str] | None]) -> None:
+        super().__init__(why)
+        self.partial = partial
 
 
 def pipelined(c: GahpClient, command: str, args: list[str], inflight: int = 50,
@@ -218,8 +222,8 @@ def pipelined(c: GahpClient, command: str, args: list[str], inflight: int = 50,
                     out[pending.pop(fields[0])] = fields[1:]
             if not got:
                 time.sleep(0.01)
-    except EOFError as e:
-        raise Died(str(e)) from None
+    except (EOFError, OSError) as e:
+        raise Died(str(e) or type(e).__name__, out) from None
     return time.perf_counter() - t0, out, refused
 
 
@@ -269,15 +273,24 @@ def clear_c_caches(system: str) -> None:
             path.unlink(missing_ok=True)
 
 
+def submitted(results: list[list[str] | None]) -> list[str]:
+    """The job ids of the successful BLAH_JOB_SUBMIT results."""
+    return [r[2] for r in results if r and r[0] == "0" and len(r) > 2]
+
+
 def status_side(system: str, env: dict[str, str], side: Side, calls: Path, n: int,
                 inflight: int, iwd: Path) -> tuple[StatusRow, list[str]]:
     row = StatusRow(system, side.name, n)
     natives: list[str] = []
     c = side.client(env)
     try:
-        row.submit_s, got, _ = pipelined(c, "BLAH_JOB_SUBMIT", [submit_ad(system, iwd)] * n,
-                                         inflight)
-        jobids = [r[2] for r in got if r and r[0] == "0" and len(r) > 2]
+        try:
+            row.submit_s, got, _ = pipelined(c, "BLAH_JOB_SUBMIT",
+                                             [submit_ad(system, iwd)] * n, inflight)
+        except Died as e:  # what was submitted before is cancelled all the same
+            natives = [j.rsplit("/", 1)[-1] for j in submitted(e.partial)]
+            raise
+        jobids = submitted(got)
         natives = [j.rsplit("/", 1)[-1] for j in jobids]
         row.submitted = len(jobids)
         if len(jobids) < n:
