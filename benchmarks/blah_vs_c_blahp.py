@@ -935,7 +935,7 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--small", action="store_true",
                     help="CI size: N 50, 1 seed x 300 lines, no burst (20 jobs with --burst), "
-                         "200-job soak")
+                         "100-job soak")
     ap.add_argument("--n", type=int, help="held jobs per system and side (default 300)")
     ap.add_argument("--systems", default=",".join(SYSTEMS))
     ap.add_argument("--inflight", type=int, default=50)
@@ -953,7 +953,7 @@ def main(argv: list[str] | None = None) -> int:
     seeds = [a.seed + i for i in range(a.seeds or 1 if a.small else a.seeds or 3)]
     cases = a.cases or (300 if a.small else 1000)
     burst_jobs = a.burst_jobs or (20 if a.small else 200)
-    soak_jobs = a.soak if a.soak is not None else (200 if a.small else 10_000)
+    soak_jobs = a.soak if a.soak is not None else (100 if a.small else 10_000)
     failed = False
     t_start = time.monotonic()
     with workdir() as work:
