@@ -67,7 +67,7 @@ import attrs
 
 from gahp_lrms.base import CommandDriver, command_failure, run_command
 from gahp_lrms.config import LsfConfig
-from gahp_lrms.model import DriverError, JobInfo, JobSpec, JobStatus, job_slots
+from gahp_lrms.model import DriverError, FinalStates, JobInfo, JobSpec, JobStatus, job_slots
 from gahp_lrms.script import render_script, safe_job_name
 
 __all__ = [
@@ -395,7 +395,7 @@ class LsfDriver(CommandDriver):
         if not self.settings.bin_dir and self.lsf_conf.get("LSF_BINDIR"):
             self.bin_dir = self.lsf_conf["LSF_BINDIR"]
         self.memory_unit = self.lsf_conf.get("LSF_UNIT_FOR_LIMITS") or "MB"
-        self._final: dict[str, JobInfo] = {}  # finished jobs never change
+        self._final = FinalStates()  # finished jobs never change
         self._lock = threading.Lock()
         self._wide = False  # bjobs has no -json: status from bjobs -a -w
 

@@ -59,7 +59,7 @@ import attrs
 
 from gahp_lrms.base import CommandDriver, command_failure, run_command
 from gahp_lrms.config import SgeConfig
-from gahp_lrms.model import DriverError, JobInfo, JobSpec, JobStatus, job_slots
+from gahp_lrms.model import DriverError, FinalStates, JobInfo, JobSpec, JobStatus, job_slots
 from gahp_lrms.script import render_script, safe_job_name
 
 __all__ = [
@@ -348,7 +348,7 @@ class SgeDriver(CommandDriver):
             if value:
                 self.env[var] = str(value)
         self.bin_dir = self._find_bin_dir()
-        self._final: dict[str, JobInfo] = {}  # finished jobs never change
+        self._final = FinalStates()  # finished jobs never change
         self._last: dict[str, JobInfo] = {}  # what qstat showed last, by job
         self._missing: dict[str, float] = {}  # when a job was first missing from qstat
         self._lock = threading.Lock()
