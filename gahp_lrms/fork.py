@@ -138,11 +138,12 @@ class ForkDriver(Driver):
                 (jobdir / sup.HELD).touch()
         except OSError as exc:
             raise DriverError(f"cannot create the job directory {jobdir}: {exc}") from exc
-        argv = [self.python, "-m", "gahp_lrms.fork_supervisor", str(jobdir)]
+        # The supervisor needs only the standard library: run as a file in isolated mode
+        # (-I: no script directory, user site or PYTHON* variables on its path), it starts
+        # without importing the package (about 0.1 s less per job).
+        argv = [self.python, "-I", sup.__file__, str(jobdir)]
         try:
-            # The first process forks the detached supervisor and exits at once; the
-            # package's parent directory as cwd makes ``-m gahp_lrms...`` importable without
-            # touching the job's environment (PYTHONPATH).
+            # The first process forks the detached supervisor and exits at once.
             launcher = subprocess.run(
                 argv,
                 cwd=_PACKAGE_PARENT,
