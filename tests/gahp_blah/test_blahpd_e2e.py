@@ -33,6 +33,7 @@ sys.exit(int(os.environ.get("BT_EXIT", "0")))
 class TestBlahpdConformance(GahpConformance):
     server_command = BLAHPD
     async_probe = "BLAH_PING {reqid} fork"
+    probe_result_fields = 2  # 0 No\ error
 
 
 
