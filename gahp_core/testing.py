@@ -14,7 +14,8 @@ import queue
 import subprocess
 import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from typing import TypeVar
 
 from gahp_core._errors import GahpError
 from gahp_core._escaping import join, split
@@ -35,6 +36,33 @@ def proc_status(pid: int, key: str) -> int:
 
 class GahpTimeout(GahpError, TimeoutError):
     """The server did not produce a complete line in time."""
+
+
+T = TypeVar("T")
+
+
+def wait_for(
+    check: Callable[[], T],
+    timeout: float = 30.0,
+    what: str = "the condition",
+    interval: float = 0.05,
+) -> T:
+    """Call ``check`` until it returns something truthy, and return that.
+
+    Wait for what can be observed (a file, a status, a process gone) rather than sleeping a
+    guessed time: the wait ends as soon as ``check`` holds and fails (``AssertionError``,
+    naming ``what`` and the last value) only after ``timeout`` seconds, so a generous
+    timeout costs nothing on a fast machine. ``check`` is called once more after the
+    deadline passes.
+    """
+    deadline = time.monotonic() + timeout
+    while True:
+        last = check()
+        if last:
+            return last
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{what}: not within {timeout:g} s (last: {last!r})")
+        time.sleep(interval)
 
 
 class GahpClient:
@@ -419,7 +447,7 @@ class GahpConformance:
             assert c.command("ASYNC_MODE_ON") == ["S"]
             for rid in ("1", "2", "3"):
                 c.send(*self._probe(c, rid))
-            lines = []
+            lines: list[str] = []
             while lines.count("S") < 3 or "R" not in lines:
                 lines.append(c.read_line(timeout=30).rstrip("\r"))
             assert lines.count("R") == 1, f"{lines}: not one R before RESULTS"

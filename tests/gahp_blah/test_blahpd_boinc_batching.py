@@ -13,7 +13,7 @@ import pytest
 from blah_helpers import ad_string as ad
 
 from gahp_boinc.emulator import EmulatorServer
-from gahp_core.testing import GahpClient
+from gahp_core.testing import GahpClient, wait_for
 
 BLAHPD = [sys.executable, "-m", "gahp_blah"]
 IDLE, RUNNING, REMOVED, COMPLETED, HELD = 1, 2, 3, 4, 5
@@ -127,13 +127,6 @@ def workunits(emulator: EmulatorServer) -> dict[str, dict]:
 
 def native(jobid: str) -> str:
     return jobid.rsplit("/", 1)[-1]
-
-
-def wait_for(cond, timeout: float = 30.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not cond():
-        assert time.monotonic() < deadline, "timed out"
-        time.sleep(0.05)
 
 
 def test_concurrent_submits_go_into_one_batch_each_outcome_its_own(blah, emulator):

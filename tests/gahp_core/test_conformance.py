@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from gahp_core.testing import GahpConformance
+from gahp_core.testing import GahpConformance, wait_for
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "docs" / "examples"
 
@@ -99,7 +99,8 @@ KIT_TESTS = [
 
 def test_every_kit_test_is_run_here():
     names = {n for n in dir(GahpConformance) if n.startswith("test_")}
-    assert names - set(KIT_TESTS) == {"test_response_prefix", "test_prefix_applies_to_r_and_results"}
+    prefix_tests = {"test_response_prefix", "test_prefix_applies_to_r_and_results"}
+    assert names - set(KIT_TESTS) == prefix_tests  # the small GAHP has no RESPONSE_PREFIX
 
 
 @pytest.mark.parametrize("test", KIT_TESTS)
@@ -132,3 +133,10 @@ def test_without_a_declared_count_the_probe_results_must_agree(tmp_path):
     kit.probe_result_fields = None
     with pytest.raises(AssertionError, match="different field counts"):
         kit().test_probe_result_field_count()
+
+
+def test_wait_for_returns_the_first_truthy_value_and_fails_naming_what():
+    calls = iter([0, "", None, "here"])
+    assert wait_for(lambda: next(calls), timeout=30, interval=0) == "here"
+    with pytest.raises(AssertionError, match=r"the flag: not within 0\.2 s \(last: False\)"):
+        wait_for(lambda: False, timeout=0.2, what="the flag", interval=0.01)

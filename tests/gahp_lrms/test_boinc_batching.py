@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from gahp_boinc.emulator import EmulatorServer
+from gahp_core.testing import wait_for
 from gahp_lrms import JobSpec, JobStatus
 from gahp_lrms.boinc import BoincDriver
 
@@ -44,13 +45,6 @@ def specs(work: Path, n: int, app: str = "uppercase") -> list[JobSpec]:
         (work / f"in.{app}.{i}").write_text(f"job {i}\n")
         out.append(JobSpec(executable=app, workdir=str(work), stdin=f"in.{app}.{i}"))
     return out
-
-
-def wait_for(cond, timeout: float = 30.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not cond():
-        assert time.monotonic() < deadline, "timed out"
-        time.sleep(0.05)
 
 
 def die(drv: BoincDriver) -> None:

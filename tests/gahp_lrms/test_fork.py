@@ -9,7 +9,7 @@ import time
 from pathlib import Path
 
 import pytest
-from lrms_helpers import TRICKY_ARGS, TRICKY_ENV, wait_for, wait_status
+from lrms_helpers import TRICKY_ARGS, TRICKY_ENV, wait_job, wait_status
 
 from gahp_lrms import DriverError, JobSpec, JobStatus, get_driver
 from gahp_lrms.fork import ForkDriver
@@ -236,7 +236,7 @@ def test_supervisor_killed_gives_definite_answer(fork_driver):
     wait_status(fork_driver, jid, JobStatus.RUNNING)
     state = _state(fork_driver, jid)
     os.kill(state["supervisor_pid"], signal.SIGKILL)
-    info = wait_for(fork_driver, jid, lambda i: i.finished, timeout=10)
+    info = wait_job(fork_driver, jid, lambda i: i.finished, timeout=10)
     assert info.status is JobStatus.COMPLETED and info.exit_code is None
     assert "supervisor" in info.exit_reason
 
