@@ -101,8 +101,10 @@ class GahpClient:
         self._stderr_chunks: list[bytes] = []
         self._reader = threading.Thread(target=self._read_stdout, daemon=True)
         self._reader.start()
+        self._stderr_reader: threading.Thread | None = None
         if self.proc.stderr is not None:
-            threading.Thread(target=self._read_stderr, daemon=True).start()
+            self._stderr_reader = threading.Thread(target=self._read_stderr, daemon=True)
+            self._stderr_reader.start()
         self._next_reqid = 1
         self.banner = self.read_line(timeout=20)
 
@@ -142,7 +144,7 @@ class GahpClient:
 
     @property
     def stderr_text(self) -> str:
-        """Everything the server wrote on stderr so far."""
+        """Everything the server wrote on stderr so far (all of it after :meth:`close`)."""
         return b"".join(self._stderr_chunks).decode("utf-8", "replace")
 
     def send_raw(self, data: bytes) -> None:
@@ -259,6 +261,8 @@ class GahpClient:
             self.proc.kill()
             self.proc.wait(5)
         self._reader.join(2)
+        if self._stderr_reader is not None:
+            self._stderr_reader.join(2)  # stderr_text is then all the server wrote
 
     def __enter__(self) -> GahpClient:
         return self
