@@ -61,7 +61,8 @@ def wait_for(
         if last:
             return last
         if time.monotonic() > deadline:
-            raise AssertionError(f"{what}: not within {timeout:g} s (last: {last!r})")
+            seen = "" if last is None else f" (last: {last!r})"
+            raise AssertionError(f"{what}: not within {timeout:g} s{seen}")
         time.sleep(interval)
 
 
