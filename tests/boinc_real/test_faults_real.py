@@ -13,11 +13,10 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable
 
 import pytest
 
-from gahp_core.testing import GahpClient
+from gahp_core.testing import GahpClient, wait_for
 
 GAHP = [sys.executable, "-m", "gahp_boinc"]
 HTCONDOR_DEADLINE = 300.0
@@ -28,14 +27,6 @@ def port_open(port: int) -> bool:
     with socket.socket() as s:
         s.settimeout(1)
         return s.connect_ex(("127.0.0.1", port)) == 0
-
-
-def wait_for(check: Callable[[], bool], timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while not check():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"{what}: not within {timeout:g} s")
-        time.sleep(0.1)
 
 
 def run(*cmd: str, timeout: float = 120) -> None:

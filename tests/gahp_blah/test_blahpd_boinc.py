@@ -2,20 +2,11 @@
 
 from __future__ import annotations
 
-import signal
-import sys
-import time
-from pathlib import Path
-
-import classad2
 import pytest
+from blah_helpers import Blah, boinc_config
 from blah_helpers import ad_string as ad
 
 from gahp_boinc.emulator import EmulatorServer
-from gahp_core.testing import GahpClient
-
-BLAHPD = [sys.executable, "-m", "gahp_blah"]
-
 
 
 @pytest.fixture
@@ -26,14 +17,7 @@ def emulator(tmp_path):
 
 @pytest.fixture
 def setup(tmp_path, emulator):
-    auth = tmp_path / "authenticator"
-    auth.write_text(emulator.authenticator + "\n")
-    conf = tmp_path / "blah.toml"
-    conf.write_text(
-        f'state_dir = "{tmp_path / "state"}"\n'
-        f'[driver.boinc]\nproject_url = "{emulator.url}"\nauthenticator_file = "{auth}"\n'
-        "retries = 1\n"
-    )
+    conf = boinc_config(tmp_path, emulator.url, emulator.authenticator)
     work = tmp_path / "work"
     work.mkdir()
     (work / "in.txt").write_text("hello boinc\n")
@@ -41,44 +25,13 @@ def setup(tmp_path, emulator):
     return conf, work
 
 
-class Blah:
-    def __init__(self, conf: Path, log: Path) -> None:
-        self.conf, self.log = conf, log
-        self.start()
-
-    def start(self) -> None:
-        self.c = GahpClient([*BLAHPD, "--config", str(self.conf), "--log", str(self.log),
-                             "--log-level", "DEBUG"])
-
-    def kill_and_restart(self) -> None:
-        self.c.proc.send_signal(signal.SIGKILL)
-        self.c.close()
-        self.start()
-
-    def status(self, jobid: str) -> tuple[int, dict]:
-        res = self.c.call("BLAH_JOB_STATUS", jobid, timeout=60)
-        assert len(res) == 4 and res[0] == "0", res
-        parsed = classad2.ClassAd(res[3])
-        return int(res[2]), {k: parsed[k] for k in parsed}
-
-    def wait(self, jobid: str, *states: int, timeout: float = 60) -> dict:
-        deadline = time.monotonic() + timeout
-        while True:
-            st, info = self.status(jobid)
-            if st in states:
-                return info
-            assert time.monotonic() < deadline, (st, info)
-            time.sleep(0.2)
-
-
 @pytest.fixture
 def blah(setup, tmp_path):
-    b = Blah(setup[0], tmp_path / "blah.log")
-    yield b
-    b.c.close()
+    with Blah("--config", setup[0], "--log", tmp_path / "blah.log", "--log-level", "DEBUG") as b:
+        yield b
 
 
-def test_whole_job_life_with_outputs_and_a_restart(blah, setup, emulator):
+def test_whole_job_life_with_outputs_and_a_restart(blah, setup, emulator, tmp_path):
     conf, work = setup
     emulator.pause_volunteer()
     res = blah.c.call("BLAH_JOB_SUBMIT", ad(
@@ -88,7 +41,7 @@ def test_whole_job_life_with_outputs_and_a_restart(blah, setup, emulator):
     jobid = res[2]
     assert jobid.startswith("boinc/") and " " not in jobid
     assert blah.status(jobid)[0] == 1  # UNSENT: IDLE
-    blah.kill_and_restart()  # blahpd dies with the job queued
+    blah.restart()  # blahpd dies with the job queued
     emulator.resume_volunteer()
     info = blah.wait(jobid, 2, 4)
     info = blah.wait(jobid, 4)
@@ -96,9 +49,9 @@ def test_whole_job_life_with_outputs_and_a_restart(blah, setup, emulator):
     assert (work / "out").read_text() == "HELLO BOINC\nHELLO BOINC\n"
     assert (work / "result.txt").read_text() == "HELLO BOINC\nHELLO BOINC\n"
     assert "<stderr_txt>" in (work / "stderr.txt").read_text()
-    blah.kill_and_restart()  # the batch is retired: the answer comes from the record
+    blah.restart()  # the batch is retired: the answer comes from the record
     assert blah.status(jobid)[0] == 4
-    assert emulator.authenticator not in blah.log.read_text()
+    assert emulator.authenticator not in (tmp_path / "blah.log").read_text()
 
 
 def test_transfer_input_and_output(blah, setup):

@@ -3,21 +3,15 @@ app and owner into one BOINC batch, with each job's outcome its own (against the
 
 from __future__ import annotations
 
-import signal
-import sys
 import time
 from pathlib import Path
 
-import classad2
 import pytest
+from blah_helpers import COMPLETED, HELD, IDLE, REMOVED, Blah, boinc_config
 from blah_helpers import ad_string as ad
 
 from gahp_boinc.emulator import EmulatorServer
-from gahp_core.testing import GahpClient
-
-BLAHPD = [sys.executable, "-m", "gahp_blah"]
-IDLE, RUNNING, REMOVED, COMPLETED, HELD = 1, 2, 3, 4, 5
-
+from gahp_core.testing import GahpClient, wait_for
 
 
 def pipelined(c: GahpClient, command: str, args: list[str], inflight: int = 50
@@ -55,66 +49,44 @@ def emulator(tmp_path):
         yield srv
 
 
-class Blah:
-    def __init__(
-        self, tmp: Path, emulator: EmulatorServer, window: float = 2.0, interval: float = 1.0
-    ) -> None:
-        auth = tmp / "authenticator"
-        auth.write_text(emulator.authenticator + "\n")
-        self.conf = tmp / "blah.toml"
-        self.conf.write_text(
-            f'state_dir = "{tmp / "state"}"\n'
-            f'[driver.boinc]\nproject_url = "{emulator.url}"\nauthenticator_file = "{auth}"\n'
-            f"retries = 1\nbatch_window_s = {window}\nstatus_interval = {interval}\n"
-        )
-        self.log = tmp / "blah.log"
-        self.work = tmp / "work"
-        self.work.mkdir(exist_ok=True)
-        self.start()
-
-    def start(self) -> None:
-        self.c = GahpClient([*BLAHPD, "--config", str(self.conf), "--log", str(self.log),
-                             "--log-level", "DEBUG"])
-
-    def kill_and_restart(self) -> None:
-        self.c.proc.send_signal(signal.SIGKILL)
-        self.c.close()
-        self.start()
-
-    def inputs(self, n: int) -> None:
-        for i in range(n):
-            (self.work / f"in.{i}").write_text(f"job {i}\n")
-
-    def job(self, i: int, **extra: object) -> str:
-        return ad(Cmd=f"{self.work}/uppercase", Iwd=str(self.work), In=f"in.{i}",
-                  Out=f"res.{i}", gridtype="boinc", **extra)
-
-    def submit_all(self, ads: list[str]) -> list[str]:
-        res = pipelined(self.c, "BLAH_JOB_SUBMIT", ads)
-        assert all(r[0] == "0" for r in res), res
-        return [r[2] for r in res]
-
-    def status(self, jobid: str) -> tuple[int, dict]:
-        res = self.c.call("BLAH_JOB_STATUS", jobid, timeout=60)
-        assert len(res) == 4 and res[0] == "0", res
-        parsed = classad2.ClassAd(res[3])
-        return int(res[2]), {k: parsed[k] for k in parsed}
-
-    def wait(self, jobid: str, *states: int, timeout: float = 60) -> dict:
-        deadline = time.monotonic() + timeout
-        while True:
-            st, info = self.status(jobid)
-            if st in states:
-                return info
-            assert time.monotonic() < deadline, (st, info)
-            time.sleep(0.2)
+def start_blah(tmp: Path, emulator: EmulatorServer, window: float = 2.0, interval: float = 1.0
+               ) -> Blah:
+    conf = boinc_config(tmp, emulator.url, emulator.authenticator, batch_window_s=window,
+                        status_interval=interval)
+    return Blah("--config", conf)
 
 
 @pytest.fixture
-def blah(tmp_path, emulator):
-    b = Blah(tmp_path, emulator)
-    yield b
-    b.c.close()
+def work(tmp_path) -> Path:
+    path = tmp_path / "work"
+    path.mkdir(exist_ok=True)
+    return path
+
+
+def inputs(work: Path, n: int) -> None:
+    for i in range(n):
+        (work / f"in.{i}").write_text(f"job {i}\n")
+
+
+def job_attrs(work: Path, i: int, **extra: object) -> dict[str, object]:
+    return dict(Cmd=f"{work}/uppercase", Iwd=str(work), In=f"in.{i}", Out=f"res.{i}",
+                gridtype="boinc", **extra)
+
+
+def job(work: Path, i: int, **extra: object) -> str:
+    return ad(**job_attrs(work, i, **extra))
+
+
+def submit_all(blah: Blah, ads: list[str]) -> list[str]:
+    res = pipelined(blah.c, "BLAH_JOB_SUBMIT", ads)
+    assert all(r[0] == "0" for r in res), res
+    return [r[2] for r in res]
+
+
+@pytest.fixture
+def blah(tmp_path, emulator, work):
+    with start_blah(tmp_path, emulator) as b:
+        yield b
 
 
 def batches(emulator: EmulatorServer) -> list[dict]:
@@ -129,18 +101,11 @@ def native(jobid: str) -> str:
     return jobid.rsplit("/", 1)[-1]
 
 
-def wait_for(cond, timeout: float = 30.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not cond():
-        assert time.monotonic() < deadline, "timed out"
-        time.sleep(0.05)
-
-
-def test_concurrent_submits_go_into_one_batch_each_outcome_its_own(blah, emulator):
+def test_concurrent_submits_go_into_one_batch_each_outcome_its_own(blah, emulator, work):
     n = 40
-    blah.inputs(n)
+    inputs(work, n)
     emulator.reset_stats()
-    ids = blah.submit_all([blah.job(i) for i in range(n)])
+    ids = submit_all(blah, [job(work, i) for i in range(n)])
     wait_for(lambda: len(workunits(emulator)) == n)
     assert len(batches(emulator)) == 1, batches(emulator)
     wus = workunits(emulator)
@@ -152,16 +117,16 @@ def test_concurrent_submits_go_into_one_batch_each_outcome_its_own(blah, emulato
     for i, jobid in enumerate(ids):
         info = blah.wait(jobid, COMPLETED)
         assert info["ExitCode"] == 0, info
-        assert (blah.work / f"res.{i}").read_text() == f"JOB {i}\n"
+        assert (work / f"res.{i}").read_text() == f"JOB {i}\n"
     assert batches(emulator)[0]["state"] == 4  # retired once all are final
 
 
 def test_cancel_aborts_one_job_and_the_batch_is_retired_only_when_all_are_final(
-    blah, emulator
+    blah, emulator, work
 ):
-    blah.inputs(3)
+    inputs(work, 3)
     emulator.pause_volunteer()
-    ids = blah.submit_all([blah.job(i) for i in range(3)])
+    ids = submit_all(blah, [job(work, i) for i in range(3)])
     assert blah.status(ids[1])[0] == IDLE
     assert blah.c.call("BLAH_JOB_CANCEL", ids[1], timeout=60) == ["0", "No error"]
     assert blah.status(ids[1])[0] == REMOVED
@@ -175,23 +140,23 @@ def test_cancel_aborts_one_job_and_the_batch_is_retired_only_when_all_are_final(
     assert batches(emulator)[0]["state"] != 4  # ids[2] is not final yet (or not collected)
     info = blah.wait(ids[2], COMPLETED)
     assert info["ExitCode"] == 0
-    assert (blah.work / "res.0").read_text() == "JOB 0\n"
-    assert (blah.work / "res.2").read_text() == "JOB 2\n"
-    assert not (blah.work / "res.1").exists()
+    assert (work / "res.0").read_text() == "JOB 0\n"
+    assert (work / "res.2").read_text() == "JOB 2\n"
+    assert not (work / "res.1").exists()
     assert batches(emulator)[0]["state"] == 4
     assert blah.status(ids[1])[0] == REMOVED
 
 
-def test_a_bad_job_fails_alone(blah, emulator):
-    blah.inputs(3)
-    (blah.work / "extra").write_text("x\n")
+def test_a_bad_job_fails_alone(blah, emulator, work):
+    inputs(work, 3)
+    (work / "extra").write_text("x\n")
     ads = [
-        blah.job(0),
-        ad(Cmd="uppercase", Iwd=str(blah.work), In="missing", gridtype="boinc"),
-        blah.job(1),
-        ad(Cmd="uppercase", Iwd=str(blah.work), In="in.2", TransferInput="extra",
+        job(work, 0),
+        ad(Cmd="uppercase", Iwd=str(work), In="missing", gridtype="boinc"),
+        job(work, 1),
+        ad(Cmd="uppercase", Iwd=str(work), In="in.2", TransferInput="extra",
            gridtype="boinc"),
-        blah.job(2),
+        job(work, 2),
     ]
     res = pipelined(blah.c, "BLAH_JOB_SUBMIT", ads)
     assert res[1][0] != "0" and "missing" in res[1][1] and res[1][2] == "N/A", res[1]
@@ -200,27 +165,20 @@ def test_a_bad_job_fails_alone(blah, emulator):
     assert all(res[i][0] == "0" for i in (0, 2, 4)), res
     for i, jobid in enumerate(good):
         assert blah.wait(jobid, COMPLETED)["ExitCode"] == 0
-        assert (blah.work / f"res.{i}").read_text() == f"JOB {i}\n"
+        assert (work / f"res.{i}").read_text() == f"JOB {i}\n"
     assert len(batches(emulator)) == 1 and len(workunits(emulator)) == 3
 
 
-def test_a_refused_group_holds_exactly_its_jobs_with_the_reason(blah, emulator):
-    blah.inputs(4)
+def test_a_refused_group_holds_exactly_its_jobs_with_the_reason(blah, emulator, work):
+    inputs(work, 4)
     emulator.inject_fault("http500", 1, rpc="submit_batch")  # the first group to get there
-    ads = [blah.job(i) for i in range(2)] + [
-        ad(Cmd="fail", Iwd=str(blah.work), In=f"in.{i}", gridtype="boinc") for i in (2, 3)
+    ads = [job(work, i) for i in range(2)] + [
+        ad(Cmd="fail", Iwd=str(work), In=f"in.{i}", gridtype="boinc") for i in (2, 3)
     ]
-    ids = blah.submit_all(ads)
-    states = {}
+    ids = submit_all(blah, ads)
     for jobid in ids:
-        deadline = time.monotonic() + 60
-        while True:
-            st, info = blah.status(jobid)
-            if st in (HELD, COMPLETED):
-                states[jobid] = (st, info)
-                break
-            assert time.monotonic() < deadline, (st, info)
-            time.sleep(0.2)
+        blah.wait(jobid, HELD, COMPLETED)
+    states = {jobid: blah.status(jobid) for jobid in ids}  # final: they stay
     held = {j for j, (st, _) in states.items() if st == HELD}
     assert held in ({ids[0], ids[1]}, {ids[2], ids[3]}), states
     for jobid in held:
@@ -234,70 +192,80 @@ def test_a_refused_group_holds_exactly_its_jobs_with_the_reason(blah, emulator):
 
 
 @pytest.mark.parametrize("fault", ["http503", "reset_after"])
-def test_a_transient_failure_is_retried_into_the_same_batch(blah, emulator, fault):
+def test_a_transient_failure_is_retried_into_the_same_batch(blah, emulator, fault, work):
     """Also when submit_batch went through and only its reply was lost: never twice."""
-    blah.inputs(3)
+    inputs(work, 3)
     emulator.inject_fault(fault, 1, rpc="submit_batch")
-    ids = blah.submit_all([blah.job(i) for i in range(3)])
+    ids = submit_all(blah, [job(work, i) for i in range(3)])
     for jobid in ids:
         assert blah.wait(jobid, COMPLETED)["ExitCode"] == 0
     assert len(batches(emulator)) == 1 and len(workunits(emulator)) == 3
 
 
-def test_jobs_naming_another_project_go_into_their_own_batch(blah, emulator, tmp_path):
+def test_jobs_naming_another_project_go_into_their_own_batch(blah, emulator, tmp_path, work):
     with EmulatorServer(state_dir=tmp_path / "other", port=0, job_delay=0.1) as other:
         auth = tmp_path / "other.auth"
         auth.write_text(other.authenticator + "\n")
-        blah.inputs(4)
-        ads = [blah.job(i) for i in range(2)] + [
-            blah.job(i, BoincProjectUrl=other.url, BoincAuthenticatorFile=str(auth))
+        inputs(work, 4)
+        ads = [job(work, i) for i in range(2)] + [
+            job(work, i, BoincProjectUrl=other.url, BoincAuthenticatorFile=str(auth))
             for i in (2, 3)
         ]
-        ids = blah.submit_all(ads)
+        ids = submit_all(blah, ads)
         for i, jobid in enumerate(ids):
             assert blah.wait(jobid, COMPLETED)["ExitCode"] == 0
-            assert (blah.work / f"res.{i}").read_text() == f"JOB {i}\n"
+            assert (work / f"res.{i}").read_text() == f"JOB {i}\n"
         assert set(workunits(emulator)) == {native(j) for j in ids[:2]}
         assert set(workunits(other)) == {native(j) for j in ids[2:]}
         assert len(batches(emulator)) == 1 == len(batches(other))
 
 
-def test_restart_with_queued_jobs_submits_them_exactly_once(tmp_path, emulator):
-    blah = Blah(tmp_path, emulator, window=60)
+def test_restart_with_queued_jobs_submits_them_exactly_once(tmp_path, emulator, work):
+    blah = start_blah(tmp_path, emulator, window=60)
     try:
-        blah.inputs(5)
-        ids = blah.submit_all([blah.job(i) for i in range(5)])
+        inputs(work, 5)
+        ids = submit_all(blah, [job(work, i) for i in range(5)])
         assert all(blah.status(j)[0] == IDLE for j in ids)
-        time.sleep(0.5)
-        assert workunits(emulator) == {}  # still queued in blahpd
-        blah.kill_and_restart()  # kill -9 between submit and flush
+        blah.c.proc.kill()  # kill -9 between submit and flush
+        blah.c.proc.wait(10)
+        assert workunits(emulator) == {}  # dead with its jobs still queued
+        emulator.reset_stats()
+        blah.restart()
         for i, jobid in enumerate(ids):
             assert blah.wait(jobid, COMPLETED)["ExitCode"] == 0
-            assert (blah.work / f"res.{i}").read_text() == f"JOB {i}\n"
+            assert (work / f"res.{i}").read_text() == f"JOB {i}\n"
+        assert emulator.stats.get("submit_batch") == 1, emulator.stats  # by the new one
         assert set(workunits(emulator)) == {native(j) for j in ids}
         assert len(batches(emulator)) == 1
-        blah.kill_and_restart()
+        # Again, with nothing queued: nothing is submitted again. The witness: a later job,
+        # submitted at once (window 0), runs to the end meanwhile.
+        boinc_config(tmp_path, emulator.url, emulator.authenticator, batch_window_s=0)
+        blah.restart()
         assert all(blah.status(j)[0] == COMPLETED for j in ids)
-        time.sleep(1)
-        assert len(workunits(emulator)) == 5 and len(batches(emulator)) == 1
+        inputs(work, 6)
+        later = blah.submit_ok(**job_attrs(work, 5))
+        assert blah.wait(later, COMPLETED)["ExitCode"] == 0
+        assert set(workunits(emulator)) == {native(j) for j in [*ids, later]}
+        assert len(batches(emulator)) == 2
     finally:
-        blah.c.close()
+        blah.close()
 
 
-def test_status_of_many_jobs_is_one_request_per_project(tmp_path, emulator):
-    blah = Blah(tmp_path, emulator, interval=60)
+def test_status_of_many_jobs_is_one_request_per_project(tmp_path, emulator, work):
+    blah = start_blah(tmp_path, emulator, interval=60)
     try:
         n = 30
-        blah.inputs(n)
+        inputs(work, n)
         emulator.pause_volunteer()
-        ads = [blah.job(i) for i in range(n // 2)] + [
-            ad(Cmd="fail", Iwd=str(blah.work), In=f"in.{i}", gridtype="boinc")
+        ads = [job(work, i) for i in range(n // 2)] + [
+            ad(Cmd="fail", Iwd=str(work), In=f"in.{i}", gridtype="boinc")
             for i in range(n // 2, n)
         ]
-        ids = blah.submit_all(ads)
+        ids = submit_all(blah, ads)
         wait_for(lambda: len(workunits(emulator)) == n)
         assert len(batches(emulator)) == 2
-        time.sleep(0.5)  # the jobs are marked submitted just after they reach the project
+        # the jobs are marked submitted just after they reach the project
+        wait_for(lambda: not any((tmp_path / "state" / "boinc" / "queued").iterdir()))
         emulator.reset_stats()
         res = pipelined(blah.c, "BLAH_JOB_STATUS", ids)
         assert all(r[0] == "0" and r[2] == str(IDLE) for r in res), res
@@ -305,50 +273,50 @@ def test_status_of_many_jobs_is_one_request_per_project(tmp_path, emulator):
             emulator.stats
         )
     finally:
-        blah.c.close()
+        blah.close()
 
 
-def test_window_zero_is_a_batch_per_job_on_the_project_when_submit_returns(tmp_path, emulator):
-    blah = Blah(tmp_path, emulator, window=0)
+def test_window_zero_is_a_batch_per_job_on_the_project_when_submit_returns(
+    tmp_path, emulator, work
+):
+    blah = start_blah(tmp_path, emulator, window=0)
     try:
-        blah.inputs(3)
-        ids = blah.submit_all([blah.job(i) for i in range(3)])
+        inputs(work, 3)
+        ids = submit_all(blah, [job(work, i) for i in range(3)])
         assert set(workunits(emulator)) == {native(j) for j in ids}  # no waiting
         assert len(batches(emulator)) == 3
         emulator.inject_fault("http500", 1, rpc="submit_batch")
-        res = blah.c.call("BLAH_JOB_SUBMIT", blah.job(0), timeout=60)
+        res = blah.c.call("BLAH_JOB_SUBMIT", job(work, 0), timeout=60)
         assert res[0] != "0" and "HTTP 500" in res[1] and res[2] == "N/A", res
         for jobid in ids:
             assert blah.wait(jobid, COMPLETED)["ExitCode"] == 0
         assert all(b["state"] == 4 for b in batches(emulator) if b["njobs"])
     finally:
-        blah.c.close()
+        blah.close()
 
 
-def test_quit_during_a_submission_leaves_its_jobs_to_the_next_blahpd(tmp_path, emulator):
+def test_quit_during_a_submission_leaves_its_jobs_to_the_next_blahpd(tmp_path, emulator, work):
     """The driver's BOINC requests run on blahpd's event loop; QUIT cancels those still
     waiting, so blahpd stops at once (not after rpc_timeout, 280 s), and the jobs of the
     cancelled submission are neither held nor lost: the next blahpd finds them on the
     project (or submits them), each once."""
-    blah = Blah(tmp_path, emulator, window=0.2)
+    blah = start_blah(tmp_path, emulator, window=0.2)
     try:
-        blah.inputs(3)
-        emulator.inject_fault("delay", 1, rpc="submit_batch", seconds=5)
-        ids = blah.submit_all([blah.job(i) for i in range(3)])
+        inputs(work, 3)
+        emulator.inject_fault("delay", 1, rpc="submit_batch", seconds=10)
+        ids = submit_all(blah, [job(work, i) for i in range(3)])
         wait_for(lambda: emulator.stats.get("submit_batch"))  # the submission is waiting
         assert blah.c.quit(timeout=60) == 0
-        log = blah.log.read_text()
-        assert "BOINC requests run on the server's event loop" in log
-        assert "left queued for the next process" in log
+        assert workunits(emulator) == {}  # blahpd is gone before the project answered
         # the project still ends the request it was given (as PHP does)
         wait_for(lambda: len(workunits(emulator)) == 3)
-        blah.start()
+        blah.restart()
         for i, jobid in enumerate(ids):
             info = blah.wait(jobid, COMPLETED, HELD)
             assert "HoldReason" not in info, info
             assert info["ExitCode"] == 0, info
-            assert (blah.work / f"res.{i}").read_text() == f"JOB {i}\n"
+            assert (work / f"res.{i}").read_text() == f"JOB {i}\n"
         assert set(workunits(emulator)) == {native(j) for j in ids}
         assert len(batches(emulator)) == 1
     finally:
-        blah.c.close()
+        blah.close()

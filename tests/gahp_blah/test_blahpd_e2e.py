@@ -5,19 +5,16 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import subprocess
 import sys
 import time
 from pathlib import Path
 
 import pytest
-from blah_helpers import ad_string
+from blah_helpers import BLAHPD, Blah, ad_string
 
 from gahp_core import split
 from gahp_core.testing import GahpClient, GahpConformance
-
-BLAHPD = [sys.executable, "-m", "gahp_blah"]
 
 PROGRAM = r"""
 import json, os, sys, time
@@ -33,6 +30,7 @@ sys.exit(int(os.environ.get("BT_EXIT", "0")))
 class TestBlahpdConformance(GahpConformance):
     server_command = BLAHPD
     async_probe = "BLAH_PING {reqid} fork"
+    probe_result_fields = 2  # 0 No\ error
 
 
 
@@ -56,43 +54,6 @@ def program(tmp_path) -> Path:
     return path
 
 
-class Blah:
-    """A blahpd process and the helpers the tests need."""
-
-    def __init__(self, state: Path, env: dict[str, str] | None) -> None:
-        self.state = state
-        self.env = env
-        self.client = GahpClient([*BLAHPD, "--state-dir", str(state)], env=env)
-
-    def submit(self, **attrs: object) -> list[str]:
-        return self.client.call("BLAH_JOB_SUBMIT", ad_string(**attrs), timeout=60)
-
-    def status(self, jobid: str) -> tuple[int, dict]:
-        res = self.client.call("BLAH_JOB_STATUS", jobid, timeout=60)
-        assert len(res) == 4 and res[0] == "0", res
-        import classad2
-
-        ad = classad2.ClassAd(res[3])
-        return int(res[2]), {k: ad[k] for k in ad}
-
-    def wait(self, jobid: str, *states: int, timeout: float = 60) -> dict:
-        deadline = time.monotonic() + timeout
-        while True:
-            st, ad = self.status(jobid)
-            if st in states:
-                return ad
-            assert time.monotonic() < deadline, (jobid, st, ad)
-            time.sleep(0.2)
-
-    def restart(self) -> None:
-        self.client.proc.send_signal(signal.SIGKILL)
-        self.client.close()
-        self.client = GahpClient([*BLAHPD, "--state-dir", str(self.state)], env=self.env)
-
-    def close(self) -> None:
-        self.client.close()
-
-
 @pytest.fixture
 def blah(tmp_path, slurm_env, sge_env, pbs_env, lsf_env):
     env = {**os.environ, **(slurm_env or {}), **(sge_env or {})}  # SGE_ROOT & co. for sge
@@ -104,9 +65,8 @@ def blah(tmp_path, slurm_env, sge_env, pbs_env, lsf_env):
         config += f'[driver.lsf]\nlsf_envdir = "{lsf_env["LSF_ENVDIR"]}"\n'
     (tmp_path / "blahpd.toml").write_text(config)
     env["BLAHPD_CONFIG"] = str(tmp_path / "blahpd.toml")
-    b = Blah(tmp_path / "state", env)
-    yield b
-    b.close()
+    with Blah("--state-dir", tmp_path / "state", env=env) as b:
+        yield b
 
 
 def test_job_life_with_tricky_arguments(blah, lrms, program, tmp_path):
@@ -158,7 +118,7 @@ def test_cancel_running_job(blah, lrms, program, tmp_path):
     )
     jobid = res[2]
     blah.wait(jobid, 2)
-    assert blah.client.call("BLAH_JOB_CANCEL", jobid, timeout=60) == ["0", "No error"]
+    assert blah.c.call("BLAH_JOB_CANCEL", jobid, timeout=60) == ["0", "No error"]
     blah.wait(jobid, 3)
 
 
@@ -193,6 +153,16 @@ def test_hold_and_resume(blah, lrms, program, tmp_path, slurm_env, pbs_env):
             gridtype=lrms,
         )
         blocker = res[2]
+    try:
+        _hold_and_resume(blah, lrms, program, tmp_path, blocker)
+    finally:  # a blocker left pending would hold the node from everyone else's jobs
+        if blocker:
+            blah.c.call("BLAH_JOB_CANCEL", blocker, timeout=60)
+
+
+def _hold_and_resume(blah: Blah, lrms: str, program: Path, tmp_path: Path,
+                     blocker: str | None) -> None:
+    if blocker:
         blah.wait(blocker, 2)
     res = blah.submit(
         Cmd=str(program),
@@ -203,13 +173,13 @@ def test_hold_and_resume(blah, lrms, program, tmp_path, slurm_env, pbs_env):
         gridtype=lrms,
     )
     jobid = res[2]
-    assert blah.client.call("BLAH_JOB_HOLD", jobid, timeout=60) == ["0", "No error"]
+    assert blah.c.call("BLAH_JOB_HOLD", jobid, timeout=60) == ["0", "No error"]
     ad = blah.wait(jobid, 5)
     assert ad.get("HoldReason")
-    assert blah.client.call("BLAH_JOB_RESUME", jobid, timeout=60) == ["0", "No error"]
+    assert blah.c.call("BLAH_JOB_RESUME", jobid, timeout=60) == ["0", "No error"]
     blah.wait(jobid, 1, 2, 4)
     if blocker:
-        blah.client.call("BLAH_JOB_CANCEL", blocker, timeout=60)
+        blah.c.call("BLAH_JOB_CANCEL", blocker, timeout=60)
     ad = blah.wait(jobid, 4, timeout=90)
     assert ad["ExitCode"] == 0
 
@@ -232,7 +202,7 @@ def test_status_survives_a_restart(blah, lrms, program, tmp_path):
 
 
 def test_error_results_have_the_right_field_counts(blah):
-    c = blah.client
+    c = blah.c
     res = c.call("BLAH_JOB_SUBMIT", "[ Cmd = ")
     assert len(res) == 3 and res[0] != "0" and res[2] == "N/A"
     res = c.call("BLAH_JOB_SUBMIT", ad_string(Cmd="/bin/true", gridtype="nosuchlrms"))
@@ -256,15 +226,15 @@ def test_escaped_classad_on_the_wire(blah, program, tmp_path):
     ad = ad_string(
         Cmd=str(program), Arguments=v2(["a b"]), Iwd=str(tmp_path), Out="o", gridtype="fork"
     )
-    rid = blah.client.reqid()
+    rid = blah.c.reqid()
     line = (
         f"BLAH_JOB_SUBMIT {rid} ".encode()
         + ad.replace("\\", "\\\\").replace(" ", "\\ ").encode()
         + b"\r\n"
     )
-    blah.client.send_raw(line)
-    assert split(blah.client.read_line()) == ["S"]
-    res = blah.client.wait_results([rid])[rid]
+    blah.c.send_raw(line)
+    assert split(blah.c.read_line()) == ["S"]
+    res = blah.c.wait_results([rid])[rid]
     assert res[0] == "0", res
     blah.wait(res[2], 4)
     assert json.loads((tmp_path / "o").read_text())["argv"] == ["a b"]
@@ -278,17 +248,17 @@ def test_refresh_proxy_replaces_the_jobs_proxy(blah, program, tmp_path):
     jobid = res[2]
     fresh = tmp_path / "fresh"
     fresh.write_text("new proxy")
-    assert blah.client.call("BLAH_JOB_REFRESH_PROXY", jobid, str(fresh)) == ["0", "No error"]
+    assert blah.c.call("BLAH_JOB_REFRESH_PROXY", jobid, str(fresh)) == ["0", "No error"]
     assert proxy.read_text() == "new proxy"
     assert oct(proxy.stat().st_mode & 0o777) == "0o600"
-    res = blah.client.call("BLAH_JOB_REFRESH_PROXY", jobid, str(tmp_path / "missing"))
+    res = blah.c.call("BLAH_JOB_REFRESH_PROXY", jobid, str(tmp_path / "missing"))
     assert res[0] != "0" and "missing" in res[1]
-    blah.client.call("BLAH_JOB_CANCEL", jobid, timeout=60)
+    blah.c.call("BLAH_JOB_CANCEL", jobid, timeout=60)
     blah.wait(jobid, 3)
     # A renewal that races the job's end succeeds doing nothing, as the C blahp answers: an
     # error would make the gridmanager hold the finished job (seen under HTCondor-CE).
     (tmp_path / "later").write_text("later proxy")
-    res = blah.client.call("BLAH_JOB_REFRESH_PROXY", jobid, str(tmp_path / "later"))
+    res = blah.c.call("BLAH_JOB_REFRESH_PROXY", jobid, str(tmp_path / "later"))
     assert res == ["0", "No proxy to renew - job finished"]
     assert proxy.read_text() == "new proxy"
 
@@ -335,14 +305,15 @@ def _site_blah(tmp_path: Path, env: dict[str, str] | None, script: str, lrms: st
     conf = tmp_path / "blahpd.toml"
     conf.write_text(f'[site]\nlocal_submit_attributes_dir = "{site}"\n'
                     f"local_submit_attributes_timeout = {timeout}\n")
-    return Blah(tmp_path / "state", {**(env or os.environ), "BLAHPD_CONFIG": str(conf)})
+    return Blah("--state-dir", tmp_path / "state",
+                env={**(env or os.environ), "BLAHPD_CONFIG": str(conf)})
 
 
 def test_site_directive_reaches_slurm(batch_env, tmp_path):
     env = batch_env("slurm")
     b = _site_blah(tmp_path, env, 'echo "#SBATCH --comment=ce-$CondorCE-$Walltime_Min"\n', "slurm")
     try:
-        res = b.client.call("BLAH_JOB_SUBMIT", _raw_ad(
+        res = b.c.call("BLAH_JOB_SUBMIT", _raw_ad(
             Cmd="/bin/true", Iwd=str(tmp_path), gridtype="slurm",
             CERequirements=Expr("CondorCE == 1 && Walltime >= 60"),
         ), timeout=60)
@@ -361,14 +332,14 @@ def test_site_script_failure_and_hang_are_error_results(tmp_path):
     try:
         ad = _raw_ad(Cmd="/bin/true", Iwd=str(tmp_path), gridtype="fork",
                      CERequirements=Expr("CondorCE == 1"))
-        res = failing.client.call("BLAH_JOB_SUBMIT", ad, timeout=30)
+        res = failing.c.call("BLAH_JOB_SUBMIT", ad, timeout=30)
         assert len(res) == 3 and res[0] == "1" and res[2] == "N/A", res
         assert "fork_local_submit_attributes.sh failed (exit status 1): bad site config" in res[1]
         start = time.monotonic()
-        res = hanging.client.call("BLAH_JOB_SUBMIT", ad, timeout=30)
+        res = hanging.c.call("BLAH_JOB_SUBMIT", ad, timeout=30)
         assert res[0] == "1" and "did not finish within 1 s" in res[1], res
         assert time.monotonic() - start < 10
-        assert hanging.client.call("BLAH_PING", "fork") == ["0", "No error"]
+        assert hanging.c.call("BLAH_PING", "fork") == ["0", "No error"]
     finally:
         failing.close()
         hanging.close()
@@ -391,7 +362,7 @@ def test_site_directive_reaches_sge_and_user_lines_do_not(batch_env, program, tm
     env = {**os.environ, **(batch_env("sge") or {})}
     b = _site_blah(tmp_path, env, 'echo "#$ -v BT_SITE=ce$CondorCE"\n', "sge")
     try:
-        res = b.client.call("BLAH_JOB_SUBMIT", _raw_ad(
+        res = b.c.call("BLAH_JOB_SUBMIT", _raw_ad(
             Cmd=str(program), Arguments=v2(["x\n#$ -v BT_EVIL=1"]), Iwd=str(tmp_path),
             Out="o", gridtype="sge", CERequirements=Expr("CondorCE == 1"),
         ), timeout=60)

@@ -12,86 +12,32 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
-import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
+from blah_helpers import COMPLETED, HELD, IDLE, REMOVED, RUNNING, Blah, config_file, toml_value
 
 from gahp_blah.jobids import make_job_id
-from gahp_core.testing import GahpClient
-
-BLAHPD = [sys.executable, "-m", "gahp_blah"]
-IDLE, RUNNING, REMOVED, COMPLETED, HELD = "1", "2", "3", "4", "5"
 
 
-def _ad(**kv: object) -> str:
-    parts = []
-    for k, v in kv.items():
-        val = '"' + v.replace("\\", "\\\\").replace('"', '\\"') + '"' if isinstance(v, str) else v
-        parts.append(f"{k} = {val}")
-    return "[ " + "; ".join(parts) + " ]"
+def _blah(tmp: Path, lrms: str, env: dict[str, str], **options: object) -> Blah:
+    """A blahpd on ``tmp/state`` with ``options`` in its ``[driver.<lrms>]`` table."""
+    table = "".join(f"{k} = {toml_value(v)}\n" for k, v in options.items())
+    return Blah("--config", config_file(tmp, f"[driver.{lrms}]\n{table}"), env=env)
 
 
-def toml_value(v: object) -> str:
-    """``v`` written in TOML (a number, a boolean or a string)."""
-    if isinstance(v, bool):
-        return "true" if v else "false"
-    return str(v) if isinstance(v, int | float) else '"' + str(v).replace('"', '\\"') + '"'
+def _submitter(b: Blah, lrms: str, tmp: Path) -> Callable[..., str]:
+    """submit(cmd, args): the job id of a job of ``cmd`` on ``lrms``."""
+    work = tmp / "work"
+    work.mkdir(exist_ok=True)
 
+    def submit(cmd: str, args: str = "") -> str:
+        return b.submit_ok(gridtype=lrms, Cmd=cmd, Arguments=args, Iwd=str(work))
 
-class Blah:
-    """A blahpd on a state directory, restartable."""
-
-    def __init__(self, tmp: Path, lrms: str, env: dict[str, str], **options: object) -> None:
-        self.lrms, self.env = lrms, env
-        self.work = tmp / "work"
-        self.work.mkdir(exist_ok=True)
-        config = tmp / "blahpd.toml"
-        lines = [f'state_dir = "{tmp / "state"}"', f"[driver.{lrms}]"]
-        lines += [f"{k} = {toml_value(v)}" for k, v in options.items()]
-        config.write_text("\n".join(lines) + "\n")
-        self.argv = [*BLAHPD, "--config", str(config)]
-        self.journal = tmp / "state" / lrms / "status-registry.jsonl"
-        self.c = GahpClient(self.argv, env=env)
-
-    def restart(self, kill: bool = True) -> None:
-        if kill:
-            self.c.proc.kill()  # SIGKILL: no shutdown of any kind
-            self.c.proc.wait(10)
-        self.c.close()
-        self.c = GahpClient(self.argv, env=self.env)
-
-    def submit(self, cmd: str, args: str = "") -> str:
-        res = self.c.call(
-            "BLAH_JOB_SUBMIT",
-            _ad(gridtype=self.lrms, Cmd=cmd, Arguments=args, Iwd=str(self.work)),
-            timeout=60,
-        )
-        assert res[0] == "0", res
-        return res[2]
-
-    def status(self, jobid: str) -> list[str]:
-        return self.c.call("BLAH_JOB_STATUS", jobid, timeout=120)
-
-    def state(self, jobid: str) -> str:
-        res = self.status(jobid)
-        assert len(res) == 4 and res[0] == "0", res
-        return res[2]
-
-    def wait(self, jobid: str, want: str, timeout: float = 90) -> list[str]:
-        deadline = time.monotonic() + timeout
-        while True:
-            res = self.status(jobid)
-            if res[0] == "0" and res[2] == want:
-                return res
-            assert time.monotonic() < deadline, (jobid, want, res)
-            time.sleep(0.3)
-
-    def close(self) -> None:
-        self.c.close()
+    return submit
 
 
 def _idle_job(lrms: str, env: dict[str, str]) -> str:
@@ -125,14 +71,15 @@ def live(request, batch_env) -> tuple[str, dict[str, str]]:
 
 def test_restart_with_jobs_in_every_state(tmp_path: Path, live) -> None:
     lrms, env = live
-    b = Blah(tmp_path, lrms, env, status_interval=1)
+    b = _blah(tmp_path, lrms, env, status_interval=1)
+    submit = _submitter(b, lrms, tmp_path)
     jobs: dict[str, str] = {}
     try:
         jobs["idle"] = _idle_job(lrms, env)
-        jobs["running"] = b.submit("/bin/sleep", "300")
-        jobs["held"] = b.submit("/bin/sleep", "300")
-        jobs["completed"] = b.submit("/bin/sh", "-c 'exit 3'")
-        jobs["removed"] = b.submit("/bin/sleep", "300")
+        jobs["running"] = submit("/bin/sleep", "300")
+        jobs["held"] = submit("/bin/sleep", "300")
+        jobs["completed"] = submit("/bin/sh", "-c 'exit 3'")
+        jobs["removed"] = submit("/bin/sleep", "300")
         for key in ("running", "held", "removed"):
             b.wait(jobs[key], RUNNING)
         assert b.c.call("BLAH_JOB_HOLD", jobs["held"], timeout=60)[0] == "0"
@@ -140,11 +87,11 @@ def test_restart_with_jobs_in_every_state(tmp_path: Path, live) -> None:
         b.wait(jobs["completed"], COMPLETED)
         want = {"idle": IDLE, "running": RUNNING, "held": HELD}
         want |= {"completed": COMPLETED, "removed": REMOVED}
-        assert {k: b.state(v) for k, v in jobs.items()} == want
-        assert b.journal.exists()
+        assert {k: b.status(v)[0] for k, v in jobs.items()} == want
+        assert (tmp_path / "state" / lrms / "status-registry.jsonl").exists()
         b.restart()
-        after = {k: b.status(v) for k, v in jobs.items()}
-        assert {k: v[2] for k, v in after.items()} == want, after
+        after = {k: b.status_fields(v) for k, v in jobs.items()}
+        assert {k: int(v[2]) for k, v in after.items()} == want, after
         assert "ExitCode = 3" in after["completed"][3], after["completed"]
         assert b.c.call("BLAH_JOB_RESUME", jobs["held"], timeout=60)[0] == "0"
         b.wait(jobs["held"], RUNNING)
@@ -216,20 +163,21 @@ def _controller_down(lrms: str, env: dict[str, str]) -> Iterator[None]:
 
 def test_controller_down_last_known_states_then_the_true_ones(tmp_path: Path, live) -> None:
     lrms, env = live
-    b = Blah(tmp_path, lrms, env, status_interval=1, command_timeout=8, stale_limit_s=600)
+    b = _blah(tmp_path, lrms, env, status_interval=1, command_timeout=8, stale_limit_s=600)
+    submit = _submitter(b, lrms, tmp_path)
     jobs: dict[str, str] = {}
     unknown = str(make_job_id(lrms, "987654321"))
     try:
         jobs["idle"] = _idle_job(lrms, env)
-        jobs["running"] = b.submit("/bin/sleep", "300")
-        jobs["held"] = b.submit("/bin/sleep", "300")
-        jobs["completed"] = b.submit("/bin/sh", "-c 'exit 3'")
-        jobs["ends"] = b.submit("/bin/sh", "-c 'sleep 18; exit 5'")  # ends during the outage
+        jobs["running"] = submit("/bin/sleep", "300")
+        jobs["held"] = submit("/bin/sleep", "300")
+        jobs["completed"] = submit("/bin/sh", "-c 'exit 3'")
+        jobs["ends"] = submit("/bin/sh", "-c 'sleep 18; exit 5'")  # ends during the outage
         for key in ("running", "held", "ends"):
             b.wait(jobs[key], RUNNING)
         assert b.c.call("BLAH_JOB_HOLD", jobs["held"], timeout=60)[0] == "0"
         b.wait(jobs["completed"], COMPLETED)
-        before = {k: b.state(v) for k, v in jobs.items()}
+        before = {k: b.status(v)[0] for k, v in jobs.items()}
         assert before == {
             "idle": IDLE,
             "running": RUNNING,
@@ -242,22 +190,21 @@ def test_controller_down_last_known_states_then_the_true_ones(tmp_path: Path, li
             down = time.monotonic()
             while time.monotonic() - down < 25:
                 for key, jobid in jobs.items():
-                    res = b.status(jobid)
+                    res = b.status_fields(jobid)
                     assert res[0] == "0", (key, res)  # answered, not an error
-                    assert res[2] == before[key], (key, res)  # and never a wrong state
+                    assert int(res[2]) == before[key], (key, res)  # and never a wrong state
                 # A job the registry does not know cannot be answered: an error, no guess.
-                res = b.status(unknown)
+                res = b.status_fields(unknown)
                 seen_error = seen_error or res[0] != "0"
-                assert res[0] != "0" or res[2] == COMPLETED, res
+                assert res[0] != "0" or int(res[2]) == COMPLETED, res
                 time.sleep(1)
         assert seen_error, "the controller was down but blahpd could still ask it"
         # Back: the true states, the job that ended meanwhile included (exact exit code).
-        res = b.wait(jobs["ends"], COMPLETED, timeout=120)
-        assert "ExitCode = 5" in res[3], res
-        assert b.state(jobs["running"]) == RUNNING
-        assert b.state(jobs["held"]) == HELD
-        assert b.state(jobs["idle"]) == IDLE
-        assert "ExitCode = 3" in b.status(jobs["completed"])[3]
+        assert b.wait(jobs["ends"], COMPLETED, timeout=120)["ExitCode"] == 5
+        assert b.status(jobs["running"])[0] == RUNNING
+        assert b.status(jobs["held"])[0] == HELD
+        assert b.status(jobs["idle"])[0] == IDLE
+        assert "ExitCode = 3" in b.status_fields(jobs["completed"])[3]
     finally:
         _cancel_all(b, [jobs[k] for k in ("idle", "running", "held", "ends") if k in jobs])
         b.close()
@@ -265,18 +212,19 @@ def test_controller_down_last_known_states_then_the_true_ones(tmp_path: Path, li
 
 def test_outage_longer_than_the_stale_limit_is_an_error(tmp_path: Path, batch_env) -> None:
     env = batch_env("slurm")
-    b = Blah(tmp_path, "slurm", env, status_interval=1, command_timeout=8, stale_limit_s=5)
+    b = _blah(tmp_path, "slurm", env, status_interval=1, command_timeout=8, stale_limit_s=5)
+    submit = _submitter(b, "slurm", tmp_path)
     jobs: list[str] = []
     try:
-        jobs.append(b.submit("/bin/sleep", "300"))
+        jobs.append(submit("/bin/sleep", "300"))
         b.wait(jobs[0], RUNNING)
         with _controller_down("slurm", env):
             deadline = time.monotonic() + 30
             while True:
-                res = b.status(jobs[0])
+                res = b.status_fields(jobs[0])
                 if res[0] != "0":
                     break
-                assert res[2] == RUNNING, res
+                assert int(res[2]) == RUNNING, res
                 assert time.monotonic() < deadline, "stale state answered beyond the limit"
                 time.sleep(0.5)
             assert "has not answered" in res[1], res

@@ -18,6 +18,7 @@ GAHP = [sys.executable, "-m", "gahp_boinc"]
 class TestBoincGahpConformance(GahpConformance):
     server_command = GAHP
     async_probe = "BOINC_PING {reqid}"  # answers at once with 'no project selected'
+    probe_result_fields = 1  # the error message
 
 
 @pytest.fixture

@@ -4,7 +4,6 @@ stderr in one line (never a traceback), and answers requests with the reason."""
 from __future__ import annotations
 
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -24,7 +23,7 @@ def blocked(tmp_path) -> Path:
 
 def stderr_after(client: GahpClient) -> str:
     assert client.quit() == 0
-    time.sleep(0.1)
+    client.close()  # its stderr read to the end
     return client.stderr_text
 
 

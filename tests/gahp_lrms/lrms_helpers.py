@@ -18,13 +18,13 @@ import shutil
 import subprocess
 import sys
 import tempfile
-import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 from live_services import unavailable
 
+from gahp_core.testing import wait_for
 from gahp_lrms import Driver, JobInfo, JobSpec, JobStatus, get_driver
 from gahp_lrms.lsf import parse_lsf_conf
 
@@ -77,29 +77,31 @@ def _no_injection() -> Iterator[None]:
     assert not PWNED.exists(), "a job argument was interpreted by a shell"
 
 
-def wait_for(
+def wait_job(
     driver: Driver,
     native_id: str,
     predicate: Callable[[JobInfo], bool],
     timeout: float = 30.0,
     interval: float = 0.1,
 ) -> JobInfo:
-    """Poll ``driver.status`` until ``predicate`` holds; fail with the last status after
-    ``timeout`` seconds."""
-    deadline = time.monotonic() + timeout
-    while True:
-        info = driver.status(native_id)
-        if predicate(info):
-            return info
-        if time.monotonic() > deadline:
-            pytest.fail(f"job {native_id}: condition not reached in {timeout} s; last {info}")
-        time.sleep(interval)
+    """Poll ``driver.status`` until ``predicate`` holds (:func:`gahp_core.testing.wait_for`);
+    fail with the last status after ``timeout`` seconds."""
+    last: list[JobInfo] = []
+
+    def check() -> JobInfo | None:
+        last[:] = [driver.status(native_id)]
+        return last[0] if predicate(last[0]) else None
+
+    try:
+        return wait_for(check, timeout, f"job {native_id}", interval)
+    except AssertionError as exc:
+        raise AssertionError(f"{exc}; last status {last[0]}") from None
 
 
 def wait_status(
     driver: Driver, native_id: str, *wanted: JobStatus, timeout: float = 30.0
 ) -> JobInfo:
-    return wait_for(driver, native_id, lambda i: i.status in wanted, timeout)
+    return wait_job(driver, native_id, lambda i: i.status in wanted, timeout)
 
 
 # ---------------------------------------------------------------------- Slurm

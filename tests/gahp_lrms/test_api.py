@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Iterator
 
 import pytest
 
+import gahp_lrms
 from gahp_lrms import (
     Driver,
     DriverError,
@@ -16,6 +18,16 @@ from gahp_lrms import (
     get_driver,
     register_driver,
 )
+
+
+@pytest.fixture
+def driver_registry(monkeypatch) -> Iterator[None]:
+    """The drivers a test registers are gone after it: the registry is process-wide."""
+    before = set(available_drivers())
+    with monkeypatch.context() as m:
+        m.setattr(gahp_lrms, "_registered", dict(gahp_lrms._registered))
+        yield
+    assert set(available_drivers()) == before, "the test's drivers are still registered"
 
 
 def test_status_codes_are_blahs():
@@ -63,7 +75,7 @@ def test_registry(tmp_path):
         get_driver("slurm", {"slurm_cnof": "x"}, tmp_path)
 
 
-def test_register_custom_driver(tmp_path):
+def test_register_custom_driver(tmp_path, driver_registry):
     class Dummy(Driver):
         name = "dummy"
 
@@ -79,11 +91,12 @@ def test_register_custom_driver(tmp_path):
             return None
 
     register_driver("dummy", Dummy)
+    assert "dummy" in available_drivers()
     assert get_driver("dummy", {}, tmp_path).submit(JobSpec("/bin/x")) == "1"
 
 
 def test_a_driver_that_takes_a_loop_gets_the_servers_and_others_keep_their_signature(
-    tmp_path,
+    tmp_path, driver_registry
 ):
     made: list[tuple[str, object]] = []
 

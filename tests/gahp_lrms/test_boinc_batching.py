@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from gahp_boinc.emulator import EmulatorServer
+from gahp_core.testing import wait_for
 from gahp_lrms import JobSpec, JobStatus
 from gahp_lrms.boinc import BoincDriver
 
@@ -44,13 +45,6 @@ def specs(work: Path, n: int, app: str = "uppercase") -> list[JobSpec]:
         (work / f"in.{app}.{i}").write_text(f"job {i}\n")
         out.append(JobSpec(executable=app, workdir=str(work), stdin=f"in.{app}.{i}"))
     return out
-
-
-def wait_for(cond, timeout: float = 30.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not cond():
-        assert time.monotonic() < deadline, "timed out"
-        time.sleep(0.05)
 
 
 def die(drv: BoincDriver) -> None:
@@ -130,14 +124,15 @@ def test_a_live_process_keeps_its_queued_jobs_a_dead_ones_are_taken_over(tmp_pat
     first = make_driver(tmp_path, emulator, batch_window_s=60)
     ids = [first.submit(s) for s in specs(tmp_path / "work", 2)]
     second = make_driver(tmp_path, emulator)  # e.g. a second blahpd of the same user
-    assert second._recovering == set()
-    time.sleep(0.5)
-    assert count(emulator, "workunit") == 0  # it did not submit the first one's jobs
+    # A witness: a job of the second's own reaches the project, and it alone.
+    own = second.submit(specs(tmp_path / "work", 1, app="fail")[0])
+    wait_for(lambda: not (second.queued_dir / own).exists())
+    assert count(emulator, "workunit") == 1  # it did not submit the first one's jobs
+    assert all((first.queued_dir / j).exists() for j in ids)
     die(first)
     third = make_driver(tmp_path, emulator)
-    assert third._recovering == set(ids)
-    wait_for(lambda: count(emulator, "workunit") == 2)
-    wait_for(lambda: not any((third.queued_dir / j).exists() for j in ids))
-    time.sleep(0.3)
-    assert count(emulator, "workunit") == 2 and count(emulator, "batch") == 1
-    assert not (third.owners_dir / first._owner).exists()
+    assert [third.status(j).status for j in ids] == [JobStatus.IDLE] * 2  # taken over
+    # The dead owner's lock file goes once its jobs are recovered: nothing more follows.
+    wait_for(lambda: not (third.owners_dir / first._owner).exists())
+    assert not any((third.queued_dir / j).exists() for j in ids)
+    assert count(emulator, "workunit") == 3 and count(emulator, "batch") == 2

@@ -9,7 +9,7 @@ import time
 from pathlib import Path
 
 import pytest
-from lrms_helpers import TRICKY_ARGS, TRICKY_ENV, wait_for, wait_status
+from lrms_helpers import TRICKY_ARGS, TRICKY_ENV, wait_job, wait_status
 
 from gahp_lrms import DriverError, JobSpec, JobStatus, get_driver
 from gahp_lrms.fork import ForkDriver
@@ -136,9 +136,7 @@ def test_hold_and_resume_running_job(fork_driver, tmp_path):
     while (states := {_proc_state(pid) for pid in _pids_of_group(pgid)}) - {"T"}:
         assert time.monotonic() < deadline, f"not stopped: {states}"
         time.sleep(0.05)
-    before = ticks.read_text() if ticks.exists() else ""
-    time.sleep(0.3)
-    assert (ticks.read_text() if ticks.exists() else "") == before  # really stopped
+    # Every process of the job is stopped ('T'): nothing of it can tick until resumed.
     fork_driver.resume(jid)
     assert fork_driver.status(jid).status is JobStatus.RUNNING
     info = wait_status(fork_driver, jid, *DONE)
@@ -149,12 +147,21 @@ def test_hold_and_resume_running_job(fork_driver, tmp_path):
         fork_driver.resume(jid)
 
 
+def _run_a_later_job(driver, tmp_path) -> None:
+    """A witness: a job submitted later runs to the end, so the driver has started what it
+    would start."""
+    witness = tmp_path / "witness"
+    info = wait_status(driver, driver.submit(JobSpec("/bin/touch", (str(witness),))), *DONE)
+    assert info.exit_code == 0 and witness.exists()
+
+
 def test_start_held_then_release(fork_driver, tmp_path):
     marker = tmp_path / "ran"
     jid = fork_driver.submit(JobSpec("/bin/touch", (str(marker),), start_held=True))
     assert fork_driver.status(jid).status is JobStatus.HELD
-    time.sleep(0.3)
+    _run_a_later_job(fork_driver, tmp_path)
     assert not marker.exists()
+    assert fork_driver.status(jid).status is JobStatus.HELD
     fork_driver.resume(jid)
     info = wait_status(fork_driver, jid, *DONE)
     assert info.status is JobStatus.COMPLETED and info.exit_code == 0 and marker.exists()
@@ -165,7 +172,7 @@ def test_cancel_a_held_job_that_never_started(fork_driver, tmp_path):
     jid = fork_driver.submit(JobSpec("/bin/touch", (str(marker),), start_held=True))
     fork_driver.cancel(jid)
     assert wait_status(fork_driver, jid, *DONE).status is JobStatus.REMOVED
-    time.sleep(0.2)
+    _run_a_later_job(fork_driver, tmp_path)
     assert not marker.exists()
 
 
@@ -194,12 +201,15 @@ def test_count_exit_status_is_first_failure(fork_driver):
 
 def test_new_driver_object_answers_for_old_jobs(fork_driver, tmp_path):
     """The job outlives the driver: a 'restarted server' on the same state_dir sees it."""
-    running = fork_driver.submit(JobSpec("/bin/sleep", ("0.6",)))
+    gate = tmp_path / "gate"  # the job runs until the test opens the gate, however slow
+    wait_gate = f"while [ ! -e '{gate}' ]; do sleep 0.05; done"
+    running = fork_driver.submit(JobSpec("/bin/sh", ("-c", wait_gate)))
     done = fork_driver.submit(JobSpec("/bin/sh", ("-c", "exit 4")))
     wait_status(fork_driver, done, *DONE)
     restarted = get_driver("fork", {}, fork_driver.state_dir)
     assert restarted.status(running).status is JobStatus.RUNNING
     assert restarted.status(done).exit_code == 4
+    gate.touch()
     info = wait_status(restarted, running, *DONE)
     assert info.status is JobStatus.COMPLETED and info.exit_code == 0
 
@@ -236,7 +246,7 @@ def test_supervisor_killed_gives_definite_answer(fork_driver):
     wait_status(fork_driver, jid, JobStatus.RUNNING)
     state = _state(fork_driver, jid)
     os.kill(state["supervisor_pid"], signal.SIGKILL)
-    info = wait_for(fork_driver, jid, lambda i: i.finished, timeout=10)
+    info = wait_job(fork_driver, jid, lambda i: i.finished, timeout=10)
     assert info.status is JobStatus.COMPLETED and info.exit_code is None
     assert "supervisor" in info.exit_reason
 

@@ -362,8 +362,9 @@ def test_bjobs_without_json(lsf_config, lsf_job_dir, tmp_path):
     bin_dir.mkdir()
     for name in ("bsub", "bhist", "bkill", "bstop", "bresume", "bqueues"):
         (bin_dir / name).symlink_to(real / name)
+    calls = tmp_path / "bjobs.calls"
     (bin_dir / "bjobs").write_text(
-        "#!/bin/sh\n"
+        f"#!/bin/sh\necho \"$*\" >> '{calls}'\n"
         'for a; do [ "$a" = -json ] && { echo "bjobs: illegal option -- json" >&2; exit 255; }'
         f'; done\nexec {real / "bjobs"} "$@"\n'
     )
@@ -374,6 +375,8 @@ def test_bjobs_without_json(lsf_config, lsf_job_dir, tmp_path):
     assert info.worker_node == os.uname()[1]
     info = wait_status(driver, jid, *DONE)
     assert (info.status, info.exit_code) == (JobStatus.COMPLETED, 5)
-    assert driver._wide
+    asked = calls.read_text().splitlines()  # -json refused once, then bjobs -a -w
+    assert [i for i, a in enumerate(asked) if "-json" in a] == [0], asked  # asked once
+    assert any(a.startswith("-a -w") for a in asked[1:]), asked
     unknown = driver.bulk_status([jid, "987654"])["987654"]
     assert unknown.exit_code is None and "no longer known" in unknown.exit_reason

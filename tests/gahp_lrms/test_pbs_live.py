@@ -9,7 +9,7 @@ import json
 import time
 
 import pytest
-from lrms_helpers import TRICKY_ARGS, TRICKY_ENV, wait_for, wait_status
+from lrms_helpers import TRICKY_ARGS, TRICKY_ENV, wait_job, wait_status
 
 from gahp_lrms import Driver, DriverError, JobSpec, JobStatus, get_driver
 
@@ -131,7 +131,7 @@ def test_cancel_running_job_is_removed_at_once(openpbs_driver, tmp_path):
     info = openpbs_driver.status(jid)
     assert info.status is JobStatus.REMOVED
     # PBS ends it; it stays REMOVED, also for a restarted server.
-    ended = wait_for(openpbs_driver, jid,
+    ended = wait_job(openpbs_driver, jid,
                      lambda i: json.loads(openpbs_driver._run(  # type: ignore[attr-defined]
                          "qstat", "-x", "-f", "-F", "json", jid).stdout)["Jobs"][jid]
                      ["job_state"] == "F", timeout=60)

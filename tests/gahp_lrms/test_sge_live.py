@@ -8,7 +8,7 @@ import time
 from datetime import datetime, timedelta
 
 import pytest
-from lrms_helpers import TRICKY_ARGS, TRICKY_ENV, wait_for, wait_status
+from lrms_helpers import TRICKY_ARGS, TRICKY_ENV, wait_job, wait_status
 
 from gahp_lrms import Driver, DriverError, JobSpec, JobStatus, get_driver
 
@@ -229,14 +229,14 @@ def test_accounting_lag(sge_config, tmp_path, monkeypatch):
 
     monkeypatch.setattr(driver, "accounting", lagging)
     seen = []
-    info = wait_for(driver, jid, lambda i: seen.append(i.status) or i.finished)
+    info = wait_job(driver, jid, lambda i: seen.append(i.status) or i.finished)
     assert (info.status, info.exit_code) == (JobStatus.COMPLETED, 4)
     assert seen.count(JobStatus.RUNNING) >= 4 and lag["calls"] == 4
     # A record that never comes: after accounting_wait_s the exit status is unknown.
     jid = driver.submit(JobSpec("/bin/true"))
     lag.update(calls=0, until=10**6)
     start = time.monotonic()
-    info = wait_for(driver, jid, lambda i: i.finished)
+    info = wait_job(driver, jid, lambda i: i.finished)
     assert info.status is JobStatus.COMPLETED and "no longer known" in info.exit_reason
     assert time.monotonic() - start >= 2
 

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import pytest
+from gahp_core import testing
 
 VERSIONS = ("9.12.0", "25.0.13")
 DONE, HELD, REMOVED, RUNNING, IDLE = 4, 5, 3, 2, 1
@@ -158,16 +158,8 @@ class HTCondor:
 def wait_for(
     check: Callable[[], Any], deadline_s: float, what: str, interval: float = 1.0
 ) -> Any:
-    """Call ``check`` until it returns something truthy; fail after ``deadline_s``."""
-    end = time.monotonic() + deadline_s
-    last: Any = None
-    while True:
-        last = check()
-        if last:
-            return last
-        if time.monotonic() > end:
-            pytest.fail(f"timed out after {deadline_s:.0f}s waiting for {what}", pytrace=False)
-        time.sleep(interval)
+    """:func:`gahp_core.testing.wait_for`, once a second: each check asks HTCondor."""
+    return testing.wait_for(check, deadline_s, what, interval)
 
 
 def user_log_events(path: Path) -> list[int]:

@@ -365,9 +365,3 @@ def alive(pid: int) -> bool:
     return state not in ("Z", "X")
 
 
-def wait_until(predicate, timeout: float, what: str, interval: float = 0.1) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"{what}: not within {timeout} s")
-        time.sleep(interval)

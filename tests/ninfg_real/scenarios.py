@@ -13,7 +13,9 @@ import statistics
 from collections.abc import Callable
 
 from conftest import Backend
-from ngkit import NgClient, Result, alive, attributes, wait_until
+from ngkit import NgClient, Result, alive, attributes
+
+from gahp_core.testing import wait_for
 
 MakeClient = Callable[..., NgClient]
 
@@ -32,7 +34,7 @@ def server_gone(result: Result, timeout: float = 45.0) -> None:
     """Every invoke-server process of the run exits."""
     pids = result.server_pids()
     assert pids, "the tap recorded no invoke server"
-    wait_until(lambda: not any(alive(p) for p in pids), timeout, f"invoke server {pids} exits")
+    wait_for(lambda: not any(alive(p) for p in pids), timeout, f"invoke server {pids} exits")
 
 
 def nothing_left(client: NgClient) -> None:
@@ -45,7 +47,7 @@ def jobs_gone(backend: Backend, result: Result, timeout: float = 45.0) -> None:
     records = result.records()
     assert records, "the executable never started"
     for record in records:
-        wait_until(lambda r=record: backend.job_gone(r), timeout,
+        wait_for(lambda r=record: backend.job_gone(r), timeout,
                    f"{backend.kind} job {backend.job_of(record)} removed")
 
 
@@ -218,7 +220,7 @@ def client_killed(make_client: MakeClient, backend: Backend) -> None:
     client.start("hang", 1, LONG_CALL)
     client.wait_for_output("CALLING")
     records = client.rundir / "rec"
-    wait_until(lambda: any(records.glob("*.json")), 60, "the executable starts")
+    wait_for(lambda: any(records.glob("*.json")), 60, "the executable starts")
     assert client.proc is not None
     os.kill(client.proc.pid, signal.SIGKILL)
     client.proc.wait(10)
