@@ -81,6 +81,21 @@ class Reply:
 
     async def aread(self) -> bytes:
         """The whole body (kept as :attr:`content`)."""
+        if not self._chunked and self._left is not None:  # one read of Content-Length bytes
+            try:
+                async with asyncio.timeout(self._http.timeout):
+                    self.content = await self._conn.reader.readexactly(self._left)
+            except TimeoutError:
+                self._keep = False
+                raise HttpTimeout("ReadTimeout") from None
+            except asyncio.IncompleteReadError:
+                self._keep = False
+                raise HttpTransportError("server closed the connection mid-reply") from None
+            except BaseException:
+                self._keep = False
+                raise
+            self._left, self._done = 0, True
+            return self.content
         self.content = b"".join([chunk async for chunk in self.aiter_bytes(1 << 16)])
         return self.content
 
@@ -208,8 +223,9 @@ class PlainHttp:
         try:
             try:
                 conn.writer.write(data)
-                async with asyncio.timeout(self.timeout):
-                    await conn.writer.drain()
+                if conn.writer.transport.get_write_buffer_size():
+                    async with asyncio.timeout(self.timeout):
+                        await conn.writer.drain()
             except TimeoutError:
                 raise HttpTimeout("WriteTimeout") from None
             try:

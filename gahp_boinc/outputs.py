@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import posixpath
@@ -64,9 +65,10 @@ def write_atomic(dest: Path, data: bytes) -> None:
         with os.fdopen(fd, "wb") as fh:
             fh.write(data)
         os.replace(tmp, dest)
-    finally:
-        if tmp.exists():
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
             tmp.unlink()
+        raise
 
 
 def stdio_pairs(specs: tuple[tuple[str, str], ...], stderr_file: str) -> int:

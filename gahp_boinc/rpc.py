@@ -23,7 +23,6 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
-from xml.sax.saxutils import escape as xml_escape
 
 import attrs
 
@@ -234,6 +233,12 @@ class JobParams:
 
 def _el(tag: str, value: object) -> str:
     return f"<{tag}>{xml_escape(str(value))}</{tag}>\n"
+
+
+def xml_escape(text: str) -> str:
+    """``&``, ``<`` and ``>`` as entities (as ``xml.sax.saxutils.escape``, whose import
+    brings urllib.request and the email package)."""
+    return text.replace("&", "&amp;").replace(">", "&gt;").replace("<", "&lt;")
 
 
 def _request(command: str, project: Project | None, body: str = "") -> str:
@@ -801,6 +806,7 @@ class BoincRpc:
         self.calls["get_output"] = self.calls.get("get_output", 0) + 1
         tmp = dest.with_name(f".{dest.name}.part-{os.getpid()}-{random.getrandbits(32):08x}")
         plain = self._plain_for(url)
+        placed = False
         opened: contextlib.AbstractAsyncContextManager[Reply | httpx.Response]
         try:
             if plain is not None:
@@ -831,14 +837,16 @@ class BoincRpc:
                 if expected is not None and expected.isdigit() and int(expected) != size:
                     raise RpcError(f"get_output: {what} truncated ({size} of {expected} bytes)")
             os.replace(tmp, dest)
+            placed = True
             return size
         except HttpTimeout:
             raise RpcError(f"get_output: no reply from {shown} in time") from None
         except HttpTransportError as exc:
             raise RpcError(f"get_output: cannot reach {shown}: {exc}") from None
         finally:
-            if tmp.exists():
-                tmp.unlink()
+            if not placed:
+                with contextlib.suppress(FileNotFoundError):
+                    tmp.unlink()
 
 
 def _plain_query_batch2(body: bytes) -> tuple[str, list[list[tuple[str, str]]]] | None:
