@@ -31,6 +31,7 @@ import argparse
 import contextlib
 import os
 import pwd
+import re
 import shlex
 import shutil
 import signal
@@ -53,6 +54,7 @@ from boinc_vs_c_gahp import Emulator, read_env  # noqa: E402
 from htcondor_kit import DONE, HELD, HTCondor, stop_gridmanagers  # noqa: E402
 
 VERSION = "9.12.0"
+C_NAME = "C GAHP"
 OWNER = os.environ.get("GAHP_HTCONDOR_USER", "gahpjob")
 VENV = Path(os.environ.get("GAHP_VENV", "/opt/gahp-venv"))
 SHARED = Path(os.environ.get("GAHP_SHARED", CHECKOUT.parent / "shared"))
@@ -309,6 +311,10 @@ class Result:
         return 1000 * self.cpu_s / self.jobs
 
     @property
+    def cpu_ms_per_done_job(self) -> float | None:
+        return 1000 * self.cpu_s / self.done if self.done else None
+
+    @property
     def requests_per_job(self) -> float:
         return self.requests / self.jobs
 
@@ -322,7 +328,7 @@ def run_one(pc: PrivateCondor, emu: Emulator, name: str, argv: list[str],
     with the last completion then."""
     condor = pc.condor
     pc.set_gahp(argv, env)
-    jobdir = work / name.replace(" ", "-")
+    jobdir = work / re.sub(r"[^A-Za-z0-9]+", "-", name).strip("-")
     jobdir.mkdir(parents=True)
     (jobdir / "auth").write_text(emu.auth + "\n")
     (jobdir / "in").write_text(f"input of {name}\n")
@@ -371,10 +377,13 @@ def run_one(pc: PrivateCondor, emu: Emulator, name: str, argv: list[str],
 
 
 def print_table(results: list[Result]) -> None:
-    head = ("GAHP", "jobs done", "held", "wall", "GAHP CPU", "CPU per job", "HTTP requests per job")
+    head = ("GAHP", "jobs done", "held", "wall", "GAHP CPU", "CPU per job",
+            "CPU per job done", "HTTP requests per job")
     rows = [head] + [(
         r.name, f"{r.done}/{r.jobs}", str(r.held), f"{r.wall_s:.1f} s", f"{r.cpu_s:.2f} s",
-        f"{r.cpu_ms_per_job:.2f} ms", f"{r.requests_per_job:.2f}",
+        f"{r.cpu_ms_per_job:.2f} ms",
+        "-" if r.cpu_ms_per_done_job is None else f"{r.cpu_ms_per_done_job:.2f} ms",
+        f"{r.requests_per_job:.2f}",
     ) for r in results]
     widths = [max(len(r[i]) for r in rows) for i in range(len(head))]
     for i, r in enumerate(rows):
@@ -383,9 +392,10 @@ def print_table(results: list[Result]) -> None:
             print("|" + "|".join("-" * (w + 2) for w in widths) + "|")
     for r in results:
         print(f"{r.name} requests by RPC: " + ", ".join(f"{k} {v}" for k, v in r.by_rpc.items()))
-    if len(results) == 2 and results[1].cpu_s > 0:
-        ratio = results[0].cpu_s / results[0].jobs / (results[1].cpu_s / results[1].jobs)
-        print(f"CPU per job, ours / C GAHP: {ratio:.2f}")
+    c = next((r for r in results if r.name == C_NAME and r.cpu_s > 0), None)
+    for r in results:
+        if c is not None and r is not c:
+            print(f"CPU per job, {r.name} / C GAHP: {r.cpu_ms_per_job / c.cpu_ms_per_job:.2f}")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -398,6 +408,9 @@ def main(argv: list[str] | None = None) -> int:
                    help="stop waiting after this many seconds without a job completing")
     p.add_argument("--small", action="store_true", help="CI size: 40 jobs")
     p.add_argument("--ours-only", action="store_true", help="leave out the C GAHP")
+    p.add_argument("--baseline", metavar="CHECKOUT", type=Path,
+                   help="also run the boinc-gahp of another checkout (e.g. the main branch's), "
+                   "first")
     p.add_argument("--keep", action="store_true", help="keep the work directory")
     p.add_argument("--profile", metavar="DIR", type=Path,
                    help="run boinc-gahp under cProfile, its stats into DIR (CPU figures grow)")
@@ -445,8 +458,11 @@ def main(argv: list[str] | None = None) -> int:
             ours = [str(python), "-c", PROFILED, str(a.profile.resolve())]
         log = pc.home / "local" / "log" / "boinc-gahp.log"
         gahps = [("boinc-gahp", [*ours, "--log", str(log)], {"PYTHONPATH": str(CHECKOUT)})]
+        if a.baseline:
+            gahps.insert(0, (f"boinc-gahp ({a.baseline})", [*ours, "--log", str(log)],
+                             {"PYTHONPATH": str(a.baseline.resolve())}))
         if c_gahp:
-            gahps.append(("C GAHP", [c_gahp], {}))
+            gahps.append((C_NAME, [c_gahp], {}))
         for name, cmd, env in gahps:
             results.append(
                 run_one(pc, emu, name, cmd, env, a.jobs, work / "jobs", a.deadline, a.stall)
@@ -458,7 +474,7 @@ def main(argv: list[str] | None = None) -> int:
             shutil.rmtree(work, ignore_errors=True)
     print(f"load after: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
     print_table(results)
-    ours = results[0]
+    ours = next(r for r in results if r.name == "boinc-gahp")
     if ours.done != ours.jobs:
         print(f"FAILED: {ours.jobs - ours.done} of boinc-gahp's jobs did not complete")
         return 1
