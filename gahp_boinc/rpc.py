@@ -804,7 +804,7 @@ class BoincRpc:
     async def _download(self, url: str, shown: str, what: str, dest: Path) -> int:
         """GET a get_output.php download into ``dest`` (through a temporary name)."""
         self.calls["get_output"] = self.calls.get("get_output", 0) + 1
-        tmp = dest.with_name(f".{dest.name}.part-{os.getpid()}-{random.getrandbits(32):08x}")
+        tmp = part_path(dest)
         plain = self._plain_for(url)
         placed = False
         opened: contextlib.AbstractAsyncContextManager[Reply | httpx.Response]
@@ -846,7 +846,14 @@ class BoincRpc:
         finally:
             if not placed:
                 with contextlib.suppress(FileNotFoundError):
-                    tmp.unlink()
+                    os.unlink(tmp)
+
+
+def part_path(dest: Path) -> str:
+    """A temporary name beside ``dest`` (``.NAME.part-PID-RANDOM``), for a file written
+    whole and then renamed to ``dest`` (string operations: pathlib costs more)."""
+    head, tail = os.path.split(os.fspath(dest))
+    return os.path.join(head, f".{tail}.part-{os.getpid()}-{random.getrandbits(32):08x}")
 
 
 def _plain_query_batch2(body: bytes) -> tuple[str, list[list[tuple[str, str]]]] | None:
