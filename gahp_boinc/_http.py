@@ -60,8 +60,15 @@ class Reply:
     (:meth:`aread`, then :attr:`content`) or in pieces (:meth:`aiter_bytes`)."""
 
     def __init__(
-        self, http: PlainHttp, key: tuple[str, int], conn: _Conn, status: int, reason: str,
-        headers: dict[str, str], keep: bool, method: str,
+        self,
+        http: PlainHttp,
+        key: tuple[str, int],
+        conn: _Conn,
+        status: int,
+        reason: str,
+        headers: dict[str, str],
+        keep: bool,
+        method: str,
     ) -> None:
         self.status_code, self.reason_phrase, self.headers = status, reason, headers
         self._http, self._key, self._conn, self._keep = http, key, conn, keep
@@ -240,7 +247,8 @@ class PlainHttp:
             except asyncio.IncompleteReadError as exc:
                 raise HttpTransportError(
                     "Server disconnected without sending a response."
-                    if not exc.partial else "server closed the connection mid-reply"
+                    if not exc.partial
+                    else "server closed the connection mid-reply"
                 ) from None
             except asyncio.LimitOverrunError:
                 raise HttpTransportError("reply headers too long") from None

@@ -71,8 +71,10 @@ def test_requests_share_one_kept_alive_connection() -> None:
 def test_chunked_and_close_delimited_bodies_and_an_interim_reply() -> None:
     async def handler(r: asyncio.StreamReader, w: asyncio.StreamWriter) -> None:
         await _read_request(r)
-        w.write(b"HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n"
-                b"X-A: 1\r\nx-a: 2\r\n\r\n5;ext\r\nhello\r\n6\r\n world\r\n0\r\nT: v\r\n\r\n")
+        w.write(
+            b"HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n"
+            b"X-A: 1\r\nx-a: 2\r\n\r\n5;ext\r\nhello\r\n6\r\n world\r\n0\r\nT: v\r\n\r\n"
+        )
         await _read_request(r)
         w.write(b"HTTP/1.0 404 Not Found\r\n\r\nno such page")
         await w.drain()
