@@ -1,27 +1,32 @@
 """CPU per job of boinc-gahp beside BOINC's C GAHP, both driven by the real HTCondor 9.12
 gridmanager, against the emulator.
 
-A private personal HTCondor 9.12 (its own directory and loopback ports; the release of
-``.ci/htcondor-up.sh 9.12.0`` when there, else unpacked from ``../shared/htcondor``) runs one
-J-job ``grid_resource = boinc`` cluster with our boinc-gahp as ``BOINC_GAHP``, then the same
-with BOINC's C GAHP, against one emulator (``--job-delay`` s a job, inline apps). Every job
-reads one small input file that the cluster shares (``in``; the C GAHP uploads every distinct
-file of a batch in one request, and the server takes 20 a request) and gets its upper-cased
-output back (``out`` -> ``out.N``).
+A private personal HTCondor 9.12 (its own directory and loopback ports, run as the job owner
+of ``.ci/htcondor-up.sh``; the release that script unpacked when there, else the bundle in
+``../shared/htcondor`` unpacked here) runs one J-job ``grid_resource = boinc`` cluster with
+our boinc-gahp as ``BOINC_GAHP``, then the same with BOINC's C GAHP, against one emulator
+(``--job-delay`` s a job, inline apps). Every job has a directory of its own (``initialdir``)
+and reads one small input file the cluster shares (the C GAHP uploads every distinct file of
+a batch in one request, and the server takes 20 a request); its upper-cased output ``out``
+comes back into its directory and is checked.
 
-For each GAHP it reports: jobs completed (and held), wall time from condor_submit until every
-job has left the queue or is held, the CPU of the GAHP process tree (utime + stime of the
-GAHP and of its children, reaped or not, from /proc, sampled every 50 ms until it exits: the
-gridmanager is stopped at the end, which stops its GAHP; startup included) per job of the
-cluster, and the emulator's HTTP requests per job (by RPC). Our GAHP runs from the venv
-HTCondor's wrapper uses (``/opt/gahp-venv``) with this checkout first on PYTHONPATH, and logs
-to a file as that wrapper does.
+For each GAHP: jobs completed (and held); wall time from condor_submit to the last job
+leaving the queue (the wait also ends when no job has completed for ``--stall`` s: the C
+GAHP loses some jobs' state changes); the CPU of the GAHP process tree (utime + stime of the
+GAHP and of its children, reaped or not, from /proc, sampled every 50 ms until it exits:
+the gridmanager is stopped at the end, which stops its GAHP; startup included) per job of
+the cluster and per completed job; the emulator's HTTP requests per job (and by RPC). Our
+GAHP runs from the venv of ``.ci/htcondor-up.sh`` (``/opt/gahp-venv``) with this checkout
+first on PYTHONPATH, byte-compiled first as an install would be, logging to a file as that
+script's wrapper does. ``--baseline DIR`` adds the boinc-gahp of another checkout (e.g. the
+main branch's) to the same run; ``--profile DIR`` runs ours under cProfile (CPU per thread).
 
-Without an HTCondor 9.12 (or not as root: jobs run as an unprivileged owner, as in
-``.ci/htcondor-up.sh``) nothing runs and it says why; without the C GAHP (``GAHP_BOINC_C_GAHP``
-from ``/tmp/gahp-boinc-server/env``, as ``boinc_vs_c_gahp.py`` finds it) only our line runs.
+Without HTCondor 9.12 (or not as root: jobs run as an unprivileged owner) nothing runs and
+it says why; without the C GAHP (``GAHP_BOINC_C_GAHP`` from ``/tmp/gahp-boinc-server/env``,
+as ``boinc_vs_c_gahp.py`` finds it) the C GAHP line is skipped, and it says so.
 
 Usage: python benchmarks/boinc_cpu_per_job.py [--jobs 500] [--small] [--ours-only]
+                                              [--baseline CHECKOUT] [--profile DIR]
 Exit status 1 if one of our jobs did not complete.
 """
 
@@ -416,7 +421,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--deadline", type=float, default=300, help="seconds to wait per cluster")
     p.add_argument("--stall", type=float, default=30,
                    help="stop waiting after this many seconds without a job completing")
-    p.add_argument("--small", action="store_true", help="CI size: 40 jobs")
+    p.add_argument("--small", action="store_true", help="CI size: 100 jobs")
     p.add_argument("--ours-only", action="store_true", help="leave out the C GAHP")
     p.add_argument("--baseline", metavar="CHECKOUT", type=Path,
                    help="also run the boinc-gahp of another checkout (e.g. the main branch's), "
@@ -426,7 +431,7 @@ def main(argv: list[str] | None = None) -> int:
                    help="run boinc-gahp under cProfile, its stats into DIR (CPU figures grow)")
     a = p.parse_args(argv)
     if a.small:
-        a.jobs, a.deadline, a.stall = 40, 60, 10
+        a.jobs, a.deadline, a.stall = 100, 60, 10
     if os.geteuid() != 0 or shutil.which("runuser") is None:
         print("skipped: jobs run as an unprivileged owner (as in .ci/htcondor-up.sh): run as root")
         return 0
