@@ -295,6 +295,12 @@ SCHEDD_DEBUG = D_ALWAYS
                 os.kill(pid, signal.SIGQUIT)
 
 
+def owner_reads(path: Path) -> bool:
+    """Whether the job owner (who runs the GAHPs) can read ``path``."""
+    test = subprocess.run(["runuser", "-u", OWNER, "--", "test", "-r", str(path)], check=False)
+    return test.returncode == 0
+
+
 def compile_checkout(python: Path, checkout: Path) -> None:
     """Byte-compile a checkout's packages (``__pycache__``), as installing them does: the
     GAHP's user may not write there, and startup is part of the figure."""
@@ -474,7 +480,11 @@ def main(argv: list[str] | None = None) -> int:
         log = pc.home / "local" / "log" / "boinc-gahp.log"
         for checkout in [CHECKOUT, *([a.baseline] if a.baseline else [])]:
             compile_checkout(python, checkout)
-        gahps = [("boinc-gahp", [*ours, "--log", str(log)], {"PYTHONPATH": str(CHECKOUT)})]
+        env = {"PYTHONPATH": str(CHECKOUT)}
+        if not owner_reads(CHECKOUT / "gahp_boinc" / "__init__.py"):
+            print(f"{OWNER} cannot read {CHECKOUT}: boinc-gahp as installed in {VENV}")
+            env = {}
+        gahps = [("boinc-gahp", [*ours, "--log", str(log)], env)]
         if a.baseline:
             gahps.insert(0, (f"boinc-gahp ({a.baseline})", [*ours, "--log", str(log)],
                              {"PYTHONPATH": str(a.baseline.resolve())}))
