@@ -178,7 +178,9 @@ class BlahBackend:
             raise Failure(f"proxy file {new} is not a readable file")
         info = drv.status(jid.native)
         if info.finished:
-            raise Failure(f"job {jid} has finished: no proxy to refresh")
+            # A renewal racing the job's end: nothing to do, and no error (an error result
+            # makes the gridmanager hold a job that completed), as the C blahp answers.
+            return ("0", "No proxy to renew - job finished")
         old = self._recorded_proxy(jid)
         if old is not None and old.resolve() != new.resolve():
             tmp = old.with_name(f".{old.name}.refresh-{os.getpid()}")

@@ -1,4 +1,8 @@
-"""BLAH job ids: ``<lrms>/<yyyymmdd>/<native id>``, usable by any later server process."""
+"""BLAH job ids: ``<lrms>/<yyyymmdd>/<native id>``, usable by any later server process.
+
+The C blahp's ids have the same form, except for Grid Engine, whose date is a timestamp
+(``sge/<yyyymmddHHMMSS>/<native id>``): both are accepted, so jobs the C blahp submitted are
+followed by this server after a switch (the date is never used to find the job)."""
 
 from __future__ import annotations
 
@@ -10,7 +14,7 @@ import attrs
 from gahp_blah.errors import BlahError
 
 _LRMS = re.compile(r"^[a-z][a-z0-9_-]*$")
-_DATE = re.compile(r"^\d{8}$")
+_DATE = re.compile(r"^\d{8}(?:\d{6})?$")  # the C blahp's sge ids: 14 digits
 
 
 class BadJobId(BlahError, ValueError):

@@ -1,65 +1,127 @@
 """gahp_boinc: the BOINC GAHP (``boinc-gahp``), a BOINC client library and a BOINC project
-server emulator.
+server emulator (:mod:`gahp_boinc.emulator`).
 
-``from gahp_boinc import BoincClient`` (see :mod:`gahp_boinc.client`); the client's names are
-imported on first use, so the emulator and the GAHP start without them.
+The library's public names are importable from here (``from gahp_boinc import
+BoincClient``); the modules whose names start with an underscore are the implementation
+and may change without notice. The client's names are imported on first use, so the
+emulator starts without them.
+
+Every exception the library raises derives from :class:`BoincError`. An RPC's failure is
+an :class:`RpcError`, and a refusal a caller may act on has its own subclass
+(:class:`BadAuthenticator`, :class:`AccessDenied`, :class:`NoSuchApp`,
+:class:`NoSuchBatch`, :class:`NoSuchJob`, :class:`NoOutput`), whatever the message.
 """
 
 from __future__ import annotations
 
+import importlib
 from typing import TYPE_CHECKING, Any
 
+from gahp_boinc._errors import (
+    AccessDenied,
+    BadAuthenticator,
+    BoincError,
+    NoOutput,
+    NoSuchApp,
+    NoSuchBatch,
+    NoSuchJob,
+    OutputError,
+    RpcError,
+    StagingError,
+)
 from gahp_core import __version__
 
 if TYPE_CHECKING:
-    from gahp_boinc.client import (
-        BatchDetail,
-        BatchInfo,
+    from gahp_boinc._client import (
         BatchStates,
         BoincClient,
-        CompletedJob,
         Job,
+        SyncBoincClient,
+        check_job,
+    )
+    from gahp_boinc._outputs import FetchRequest
+    from gahp_boinc._rpc import (
+        BATCH_STATES,
+        BatchDetail,
+        BatchInfo,
+        CompletedJob,
         JobCounts,
         JobDetail,
+        JobInput,
         JobInstance,
         JobParams,
         Project,
-        SubmitReport,
-        SyncBoincClient,
         Templates,
     )
-    from gahp_boinc.errors import BoincError
-    from gahp_boinc.outputs import OutputError
-    from gahp_boinc.replies import RpcError
-    from gahp_boinc.staging import StagingError
+    from gahp_boinc._staging import md5_file, physical_name
+    from gahp_boinc._submit import BoincJob, SubmitReport, SubmitRequest
 
+_LAZY = {
+    "gahp_boinc._client": ("BatchStates", "BoincClient", "Job", "SyncBoincClient", "check_job"),
+    "gahp_boinc._outputs": ("FetchRequest",),
+    "gahp_boinc._rpc": (
+        "BATCH_STATES",
+        "BatchDetail",
+        "BatchInfo",
+        "CompletedJob",
+        "JobCounts",
+        "JobDetail",
+        "JobInput",
+        "JobInstance",
+        "JobParams",
+        "Project",
+        "Templates",
+    ),
+    "gahp_boinc._staging": ("md5_file", "physical_name"),
+    "gahp_boinc._submit": ("BoincJob", "SubmitReport", "SubmitRequest"),
+}
+_MODULE_OF = {name: module for module, names in _LAZY.items() for name in names}
 
 __all__ = [
+    "BATCH_STATES",
+    "AccessDenied",
+    "BadAuthenticator",
     "BatchDetail",
     "BatchInfo",
     "BatchStates",
     "BoincClient",
     "BoincError",
+    "BoincJob",
     "CompletedJob",
+    "FetchRequest",
     "Job",
     "JobCounts",
     "JobDetail",
+    "JobInput",
     "JobInstance",
     "JobParams",
+    "NoOutput",
+    "NoSuchApp",
+    "NoSuchBatch",
+    "NoSuchJob",
     "OutputError",
     "Project",
     "RpcError",
     "StagingError",
     "SubmitReport",
+    "SubmitRequest",
     "SyncBoincClient",
     "Templates",
     "__version__",
+    "check_job",
+    "md5_file",
+    "physical_name",
 ]
 
 
 def __getattr__(name: str) -> Any:
-    if name in __all__ and name != "__version__":
-        from gahp_boinc import client
+    module = _MODULE_OF.get(name)
+    if module is None:
+        raise AttributeError(f"module 'gahp_boinc' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
 
-        return getattr(client, name)
-    raise AttributeError(f"module 'gahp_boinc' has no attribute {name!r}")
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))

@@ -5,7 +5,7 @@ small request (URL and header models, the pool's bookkeeping, an event-driven pa
 failed ``import sniffio`` whenever sniffio is not installed), and a tenth of a second of
 imports at startup. A GAHP fetching a job's output makes two such requests, so that was
 most of its CPU. This client writes a request in one piece and reads the reply with a few
-stream calls. :mod:`gahp_boinc.rpc` uses it for ``http://`` URLs when no proxy is set in
+stream calls. :mod:`gahp_boinc._rpc` uses it for ``http://`` URLs when no proxy is set in
 the environment; TLS, proxies and a caller's own httpx client go through httpx.
 
 Errors: :class:`HttpTimeout` (its ``kind`` named as httpx names it: ConnectTimeout,
@@ -19,7 +19,7 @@ import contextlib
 from collections.abc import AsyncIterator
 from urllib.parse import urlsplit
 
-from gahp_boinc.errors import BoincError
+from gahp_boinc._errors import BoincError
 
 MAX_HEAD = 64 * 1024
 """The most a reply's status line and headers may take."""

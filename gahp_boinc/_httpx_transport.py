@@ -12,7 +12,7 @@ from typing import Any
 import httpx
 
 from gahp_boinc._http import HttpTimeout, HttpTransportError
-from gahp_boinc.rpc import MAX_CONNECTIONS, SHARDS, USER_AGENT, tls_verify
+from gahp_boinc._rpc import MAX_CONNECTIONS, SHARDS, USER_AGENT, tls_verify
 
 
 def make_client(

@@ -12,12 +12,12 @@ import logging
 from collections.abc import Sequence
 
 from gahp_boinc import __version__
-from gahp_boinc.client import BoincClient
-from gahp_boinc.config import BoincConfig, load_config
-from gahp_boinc.errors import BoincError
-from gahp_boinc.outputs import FetchRequest
-from gahp_boinc.rpc import JobParams, Project
-from gahp_boinc.submit import BoincJob, SubmitRequest
+from gahp_boinc._client import BoincClient
+from gahp_boinc._config import BoincConfig, load_config
+from gahp_boinc._errors import BoincError
+from gahp_boinc._outputs import FetchRequest
+from gahp_boinc._rpc import JobParams, Project
+from gahp_boinc._submit import BoincJob, SubmitRequest
 from gahp_core import (
     BackendContext,
     BadRequest,
@@ -26,6 +26,7 @@ from gahp_core import (
     Version,
     error_text,
     hookimpl,
+    http_url,
     out_of_service,
 )
 
@@ -206,8 +207,10 @@ class BoincBackend:
 
     def select_project(self, args: Sequence[str]) -> tuple[str, ...]:
         url, auth = args
-        if not url.startswith(("http://", "https://")) or url == NULL:
-            raise _bad(f"project URL must start with http:// or https://: {url!r}")
+        try:
+            url = http_url(url, "project URL")
+        except ConfigError as exc:
+            raise _bad(str(exc)) from None
         if not auth or auth == NULL:
             raise _bad("an authenticator is required")
         if not url.endswith("/"):

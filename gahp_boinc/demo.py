@@ -4,7 +4,7 @@ Starts the emulator on 127.0.0.1, spawns ``boinc-gahp`` and drives it as HTCondo
 gridmanager would: select the project, ping, submit a batch whose jobs share some input
 files, set the lease, poll until every job is final, fetch the outputs (renamed) into a
 directory, retire the batch, and print a summary. The project's own view of the batch is
-read with :class:`~gahp_boinc.client.BoincClient`.
+read with :class:`~gahp_boinc.BoincClient`.
 
 ``--library`` runs the same workflow without the GAHP, through ``BoincClient`` alone (the
 way a Python program submits to BOINC).
@@ -14,19 +14,100 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
+import os
+import select
 import shutil
+import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
-from gahp_boinc.client import BoincClient, Job, SyncBoincClient
+from gahp_boinc import BoincClient, BoincError, Job, SyncBoincClient
 from gahp_boinc.emulator import EmulatorServer
-from gahp_boinc.errors import BoincError
-from gahp_core import __version__
-from gahp_core.testing import GahpClient
+from gahp_core import LineSplitter, __version__, join, split
 
 WORDS = ["volunteer", "computing", "grid", "ascii", "helper", "protocol", "batch", "job"]
+
+
+class _GahpSession:
+    """A GAHP server over pipes, driven as HTCondor's gridmanager does (what the demo needs:
+    commands, asynchronous calls collected with RESULTS, QUIT)."""
+
+    def __init__(self, command: Sequence[str]) -> None:
+        self.proc = subprocess.Popen(
+            list(command),
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            bufsize=0,
+        )
+        self._splitter = LineSplitter()
+        self._lines: list[bytes] = []
+        self._reqid = 0
+        self.banner = self._line(20.0)
+
+    def _line(self, timeout: float) -> str:
+        """The next line the server writes (without its terminator)."""
+        out = self.proc.stdout
+        assert out is not None
+        deadline = time.monotonic() + timeout
+        while not self._lines:
+            left = deadline - time.monotonic()
+            if left <= 0 or not select.select([out], [], [], left)[0]:
+                raise TimeoutError(f"no line from the GAHP within {timeout:g} s")
+            data = os.read(out.fileno(), 65536)
+            if not data:
+                raise EOFError("the GAHP closed its output")
+            self._lines += [line for line in self._splitter.feed(data) if line is not None]
+        return self._lines.pop(0).decode("utf-8", "surrogateescape").rstrip("\r")
+
+    def command(self, *args: str, timeout: float = 10.0) -> list[str]:
+        """Send a request; its return line's fields (``["S", ...]``)."""
+        assert self.proc.stdin is not None
+        self.proc.stdin.write(join(args).encode("utf-8", "surrogateescape") + b"\r\n")
+        while True:
+            line = self._line(timeout)
+            if line != "R":  # an asynchronous notification (ASYNC_MODE_ON only)
+                return split(line)
+
+    def call(self, command: str, *args: str, timeout: float = 30.0) -> list[str]:
+        """An asynchronous command with a fresh request id: its result's fields."""
+        self._reqid += 1
+        rid = str(self._reqid)
+        ret = self.command(command, rid, *args)
+        if ret != ["S"]:
+            raise RuntimeError(f"{command} was not accepted: {ret!r}")
+        deadline = time.monotonic() + timeout
+        while True:
+            head = self.command("RESULTS")
+            results = [split(self._line(10.0)) for _ in range(int(head[1]))]
+            for fields in results:
+                if fields[0] == rid:
+                    return fields[1:]
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"no result for {command} within {timeout:g} s")
+            time.sleep(0.05)
+
+    def quit(self) -> None:
+        """QUIT, and wait for the server to exit."""
+        self.command("QUIT")
+        self.proc.wait(5)
+
+    def close(self) -> None:
+        """Close the pipes; make sure the server is gone."""
+        assert self.proc.stdin is not None
+        with contextlib.suppress(OSError):
+            self.proc.stdin.close()
+        try:
+            self.proc.wait(5)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait(5)
+        if self.proc.stdout is not None:
+            self.proc.stdout.close()
 
 
 def _make_inputs(folder: Path, count: int) -> list[Path]:
@@ -48,7 +129,9 @@ def run_demo(out_dir: Path, jobs: int, job_delay: float, failing: bool = True) -
             state_dir=work / "project", port=0, job_delay=job_delay, volunteers=2
         ) as srv:
             print(f"BOINC project emulator at {srv.url}")
-            gahp = GahpClient([sys.executable, "-m", "gahp_boinc", "--log", str(work / "gahp.log")])
+            gahp = _GahpSession(
+                [sys.executable, "-m", "gahp_boinc", "--log", str(work / "gahp.log")]
+            )
             try:
                 return _session(gahp, srv, inputs, out_dir, jobs, failing)
             finally:
@@ -58,7 +141,7 @@ def run_demo(out_dir: Path, jobs: int, job_delay: float, failing: bool = True) -
 
 
 def _session(
-    gahp: GahpClient,
+    gahp: _GahpSession,
     srv: EmulatorServer,
     inputs: list[Path],
     out_dir: Path,

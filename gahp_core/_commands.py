@@ -26,7 +26,7 @@ Fields = Sequence[str]
 HandlerResult = Any
 """What a handler returns. An asynchronous command's: the fields of its result line, or an
 awaitable of them. A synchronous command's: its fields, or a reply its dialect knows (the
-GAHP dialect's ``RawReply`` and ``Block``, the Ninf-G dialect's ``MultiLine``)."""
+GAHP dialect's ``Block``, the Ninf-G dialect's ``MultiLine``)."""
 Parser = Callable[[Sequence[str]], P]
 Handler = Callable[[P], HandlerResult]
 

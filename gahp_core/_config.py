@@ -1,11 +1,18 @@
-"""Configuration files shared by every server: TOML, checked for unknown keys."""
+"""Configuration shared by every server: TOML files, secret files, and typed settings
+(attrs classes read through strict converters that name the key they refuse)."""
 
 from __future__ import annotations
 
+import math
+import os
+import re
 import tomllib
-from collections.abc import Iterable
+import urllib.parse
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
+
+import attrs
 
 from gahp_core._errors import GahpError
 from gahp_core._logs import REDACTOR
@@ -43,3 +50,159 @@ def read_secret_file(path: str | Path, what: str) -> str:
         raise ConfigError(f"{what} file {path} must hold one {what}")
     REDACTOR.add(text)
     return text
+
+
+# ---- typed settings ---------------------------------------------------------------------------
+#
+# A server's or a driver's settings are an attrs class whose fields are made by
+# :func:`setting`; :func:`load_settings` builds one from a table (a TOML table, the merged
+# command line and environment), converting each key by its field's converter and refusing
+# unknown keys. Every refusal is a ConfigError that names the key.
+
+T = TypeVar("T")
+Converter = Callable[[Any, str], Any]
+"""``convert(value, key)``: the value, typed; a :class:`ConfigError` naming ``key`` if wrong."""
+
+_CONVERT = "gahp_core.setting"
+_TRUE = frozenset({"true", "yes", "on", "1"})
+_FALSE = frozenset({"false", "no", "off", "0"})
+_INT = re.compile(r"[+-]?\d+\Z")
+_FLOAT = re.compile(r"[+-]?(\d+(\.\d*)?|\.\d+)([eE][+-]?\d+)?\Z")
+
+
+def _shown(value: object) -> str:
+    """A value as an operator wrote it (TOML-like), for an error message."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, str):
+        return repr(value)
+    if isinstance(value, int | float):
+        return repr(value)
+    return f"a {type(value).__name__}"
+
+
+def strict_bool(value: object, key: str) -> bool:
+    """A boolean: true/false, or (any case) "true"/"false", "yes"/"no", "on"/"off", "1"/"0"
+    (also the integers 1 and 0); anything else is refused."""
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, int) and value in (0, 1):
+        return bool(value)
+    if isinstance(value, str):
+        word = value.strip().lower()
+        if word in _TRUE:
+            return True
+        if word in _FALSE:
+            return False
+    raise ConfigError(f"{key} must be true or false, not {_shown(value)}")
+
+
+def _number(value: object, key: str, what: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+        raise ConfigError(f"{key} must be {what}, not {_shown(value)}")
+    return float(value)
+
+
+def positive_number(value: object, key: str) -> float:
+    """A number (int or float, not a boolean nor a string) above 0, as a float."""
+    number = _number(value, key, "a positive number")
+    if number <= 0:
+        raise ConfigError(f"{key} must be a positive number, not {_shown(value)}")
+    return number
+
+
+def non_negative_number(value: object, key: str) -> float:
+    """A number (int or float, not a boolean nor a string) of 0 or more, as a float."""
+    number = _number(value, key, "a number of 0 or more")
+    if number < 0:
+        raise ConfigError(f"{key} must be a number of 0 or more, not {_shown(value)}")
+    return number
+
+
+def positive_int(value: object, key: str) -> int:
+    """A whole number (an int, not a boolean) above 0."""
+    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+        raise ConfigError(f"{key} must be a whole number above 0, not {_shown(value)}")
+    return value
+
+
+def non_negative_int(value: object, key: str) -> int:
+    """A whole number (an int, not a boolean) of 0 or more."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise ConfigError(f"{key} must be a whole number of 0 or more, not {_shown(value)}")
+    return value
+
+
+def non_empty_string(value: object, key: str) -> str:
+    """A non-empty string."""
+    if not isinstance(value, str) or not value.strip():
+        raise ConfigError(f"{key} must be a non-empty string, not {_shown(value)}")
+    return value
+
+
+def path(value: object, key: str) -> Path:
+    """A file or directory path (a non-empty string; ``~`` is expanded)."""
+    if isinstance(value, os.PathLike):
+        value = os.fspath(value)
+    if not isinstance(value, str) or not value.strip():
+        raise ConfigError(f"{key} must be a path, not {_shown(value)}")
+    return Path(value).expanduser()
+
+
+def http_url(value: object, key: str) -> str:
+    """An ``http://`` or ``https://`` URL naming a host, as given."""
+    if not isinstance(value, str) or not value.startswith(("http://", "https://")):
+        raise ConfigError(f"{key} must start with http:// or https://: {_shown(value)}")
+    if not urllib.parse.urlsplit(value).hostname:
+        raise ConfigError(f"{key} names no host: {_shown(value)}")
+    return value
+
+
+def from_text(value: str) -> str | int | float:
+    """A value given as text (an environment variable, ``KEY=VALUE`` on a command line):
+    a number if it reads as one, else the text, for the converters to check."""
+    stripped = value.strip()
+    if _INT.match(stripped):
+        return int(stripped)
+    if _FLOAT.match(stripped):
+        return float(stripped)
+    return value
+
+
+def setting(convert: Converter, default: Any = None) -> Any:
+    """A field of a settings class: read by ``convert(value, key)``; ``default`` when the
+    key is absent (not converted)."""
+    return attrs.field(default=default, metadata={_CONVERT: convert})
+
+
+def load_settings(
+    cls: type[T],
+    table: Mapping[str, Any],
+    prefix: str = "",
+    labels: Mapping[str, str] | None = None,
+) -> T:
+    """An instance of the settings class ``cls`` (fields made by :func:`setting`) from
+    ``table``. A key is named ``prefix + key`` in messages (``labels[key]`` if given: where
+    the value came from). An unknown key, or a value its converter refuses, is a
+    :class:`ConfigError` naming the key."""
+    if not isinstance(table, Mapping):
+        raise ConfigError(f"{prefix.rstrip('.') or 'the settings'} must be a table")
+    fields = {f.name: f for f in attrs.fields(cls) if _CONVERT in f.metadata}  # type: ignore[arg-type]
+    unknown = sorted(set(table) - set(fields))
+    if unknown:
+        names = ", ".join(f"{prefix}{k}" for k in unknown)
+        raise ConfigError(
+            f"unknown configuration key{'s' if len(unknown) > 1 else ''} {names}"
+            f" (known: {', '.join(sorted(fields)) or 'none'})"
+        )
+    labels = labels or {}
+    values = {
+        name: fields[name].metadata[_CONVERT](value, labels.get(name, prefix + name))
+        for name, value in table.items()
+    }
+    return cls(**values)
+
+
+def setting_names(cls: type) -> frozenset[str]:
+    """The keys a settings class reads."""
+    return frozenset(f.name for f in attrs.fields(cls) if _CONVERT in f.metadata)

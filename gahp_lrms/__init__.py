@@ -5,7 +5,9 @@
 Third-party drivers register with :func:`register_driver` or the ``gahp.lrms`` entry-point
 group (a ``Driver`` subclass, or a callable with the same signature as the constructor).
 A driver whose constructor also takes a keyword ``loop`` is given the server's running
-event loop, to run its coroutines there (see :func:`get_driver`).
+event loop, to run its coroutines there (see :func:`get_driver`). Each driver's options are
+typed by its ``config_class`` (see :mod:`gahp_lrms.config`); :func:`driver_config` checks
+them without building the driver.
 """
 
 from __future__ import annotations
@@ -17,7 +19,9 @@ from importlib.metadata import entry_points
 from pathlib import Path
 from typing import Any
 
-from gahp_lrms.base import Driver
+from gahp_core import setting_names
+from gahp_lrms.base import Driver, driver_settings
+from gahp_lrms.config import DriverConfig
 from gahp_lrms.model import DriverError, JobInfo, JobSpec, JobStatus
 
 __all__ = [
@@ -27,6 +31,7 @@ __all__ = [
     "JobSpec",
     "JobStatus",
     "available_drivers",
+    "driver_config",
     "get_driver",
     "register_driver",
 ]
@@ -66,6 +71,24 @@ def _load(name: str) -> DriverFactory | None:
     for ep in entry_points(group="gahp.lrms", name=name):
         return ep.load()
     return None
+
+
+def driver_config(
+    name: str, config: Mapping[str, Any], prefix: str = ""
+) -> DriverConfig | None:
+    """The options ``config`` of driver ``name``, typed by its ``config_class`` (None for a
+    driver without one), without building the driver: a :class:`DriverError` names a bad
+    or unknown key (as ``prefix + key``)."""
+    factory = _load(name)
+    if factory is None:
+        raise DriverError(
+            f"no job driver named {name!r} (available: {', '.join(available_drivers())})"
+        )
+    cls = getattr(factory, "config_class", None)
+    if not (isinstance(cls, type) and issubclass(cls, DriverConfig)):
+        return None
+    extra = frozenset(getattr(factory, "config_keys", ())) - setting_names(cls)
+    return driver_settings(cls, config, name, extra, prefix)
 
 
 def get_driver(

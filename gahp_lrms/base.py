@@ -12,13 +12,30 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, ClassVar
 
-from gahp_lrms.model import DriverError, JobInfo, JobSpec, JobStatus, config_flag
+from gahp_core import ConfigError, load_settings, setting_names
+from gahp_lrms.config import DEFAULT_TIMEOUT, CommandConfig, DriverConfig
+from gahp_lrms.model import DriverError, JobInfo, JobSpec, JobStatus
 from gahp_lrms.registry import RegistryHolder
 
-__all__ = ["DEFAULT_TIMEOUT", "CommandDriver", "Driver", "config_flag", "run_command"]
+__all__ = ["DEFAULT_TIMEOUT", "CommandDriver", "Driver", "driver_settings", "run_command"]
 
-DEFAULT_TIMEOUT = 30.0
-"""Seconds allowed to one batch-system command unless the driver's config says otherwise."""
+
+def driver_settings(
+    cls: type[DriverConfig],
+    config: Mapping[str, Any],
+    name: str,
+    extra_keys: frozenset[str] = frozenset(),
+    prefix: str = "",
+) -> Any:
+    """``config`` read as the settings class ``cls`` of driver ``name``; keys in
+    ``extra_keys`` are left to the driver. A bad key is a :class:`DriverError` naming it
+    (as ``prefix + key``, else after ``NAME driver:``)."""
+    try:
+        return load_settings(
+            cls, {k: v for k, v in config.items() if k not in extra_keys}, prefix=prefix
+        )
+    except ConfigError as exc:
+        raise DriverError(f"{exc}" if prefix else f"{name} driver: {exc}") from None
 
 
 class Driver(abc.ABC):
@@ -36,17 +53,24 @@ class Driver(abc.ABC):
     """
 
     name: ClassVar[str]
+    config_class: ClassVar[type[DriverConfig]] = DriverConfig
+    """The driver's options, typed (see :mod:`gahp_lrms.config`): built in ``__init__`` as
+    :attr:`settings`; an unknown key or a wrong type is refused there."""
     config_keys: ClassVar[frozenset[str]] = frozenset()
+    """Further keys the driver reads from :attr:`config` itself (untyped)."""
+    settings: DriverConfig
 
     def __init__(self, config: Mapping[str, Any], state_dir: Path) -> None:
-        unknown = set(config) - set(self.config_keys)
-        if unknown:
-            raise DriverError(
-                f"{self.name} driver: unknown configuration key(s) {', '.join(sorted(unknown))}"
-                f" (known: {', '.join(sorted(self.config_keys)) or 'none'})"
-            )
         self.config: Mapping[str, Any] = dict(config)
+        """The options as given."""
+        extra = frozenset(self.config_keys) - setting_names(self.config_class)
+        self.settings = driver_settings(self.config_class, self.config, self.name, extra)
         self.state_dir = Path(state_dir)
+
+    @classmethod
+    def known_keys(cls) -> frozenset[str]:
+        """Every option key the driver accepts."""
+        return setting_names(cls.config_class) | cls.config_keys
 
     @abc.abstractmethod
     def submit(self, spec: JobSpec) -> str:
@@ -100,26 +124,22 @@ class CommandDriver(RegistryHolder, Driver):
     :class:`~gahp_lrms.registry.StatusRegistry` (``state_dir/status-registry.jsonl``) unless
     ``status_registry`` is false.  ``status_interval`` (s, default 5) is how old a state may
     be; ``stale_limit_s`` (s, default 1800) how long the last known states are answered while
-    the batch system does not answer.
+    the batch system does not answer. The options: :class:`~gahp_lrms.config.CommandConfig`.
     """
 
-    common_keys: ClassVar[frozenset[str]] = (
-        frozenset({"bin_dir", "command_timeout", "submit_timeout", "cancel_wait_s"})
-        | RegistryHolder.registry_keys
-    )
+    config_class: ClassVar[type[DriverConfig]] = CommandConfig
+    common_keys: ClassVar[frozenset[str]] = setting_names(CommandConfig)
     system: ClassVar[str] = ""
     job_id: ClassVar[re.Pattern[str]]
+    settings: CommandConfig
 
     def __init__(self, config: Mapping[str, Any], state_dir: Path) -> None:
         super().__init__(config, state_dir)
-        try:
-            self.timeout = float(self.config.get("command_timeout", DEFAULT_TIMEOUT))
-            self.submit_timeout = float(self.config.get("submit_timeout", 60.0))
-            self.cancel_wait_s = float(self.config.get("cancel_wait_s", 10.0))
-            self._registry_settings(self.config, self.system)
-        except (TypeError, ValueError) as exc:
-            raise DriverError(f"{self.name} driver: bad numeric option ({exc})") from None
-        self.bin_dir: str | Path | None = self.config.get("bin_dir")
+        self.timeout = self.settings.command_timeout
+        self.submit_timeout = self.settings.submit_timeout
+        self.cancel_wait_s = self.settings.cancel_wait_s
+        self._registry_settings(self.settings, self.system)
+        self.bin_dir: str | Path | None = self.settings.bin_dir
         self.env: dict[str, str] = dict(os.environ)
 
     # ------------------------------------------------------------------ status

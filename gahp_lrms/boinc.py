@@ -2,7 +2,7 @@
 
 HTCondor 10 dropped its ``boinc`` grid type but still speaks BLAH (``grid_resource =
 batch boinc``); this driver maps the BLAH job model onto BOINC's with gahp_boinc's
-:class:`~gahp_boinc.client.BoincClient` and its MD5 staging:
+:class:`~gahp_boinc.BoincClient` and its MD5 staging:
 
 - one BLAH job is one BOINC job; Cmd names the BOINC application (its last path component:
   HTCondor sends the executable joined to Iwd);
@@ -52,28 +52,41 @@ import tempfile
 import threading
 import time
 import uuid
-from collections.abc import Coroutine, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, ParamSpec, TypeVar
 
 import attrs
 
-from gahp_boinc.client import SyncBoincClient
-from gahp_boinc.errors import BoincError
-from gahp_boinc.outputs import FetchRequest
-from gahp_boinc.replies import RpcError
-from gahp_boinc.rpc import CompletedJob, JobDetail, JobParams, Project, Templates
-from gahp_boinc.staging import StagingError, check_input, command_line
-from gahp_boinc.submit import BoincJob, SubmitRequest
-from gahp_core import ConfigError, error_text, read_secret_file
+from gahp_boinc import (
+    BadAuthenticator,
+    BoincError,
+    BoincJob,
+    CompletedJob,
+    FetchRequest,
+    JobDetail,
+    JobParams,
+    NoSuchBatch,
+    NoSuchJob,
+    Project,
+    RpcError,
+    StagingError,
+    SubmitRequest,
+    SyncBoincClient,
+    Templates,
+    check_job,
+)
+from gahp_core import ConfigError, error_text, http_url, read_secret_file
 from gahp_lrms.base import Driver
+from gahp_lrms.config import BoincDriverConfig
 from gahp_lrms.model import DriverError, JobInfo, JobSpec, JobStatus
 from gahp_lrms.registry import RegistryHolder
 
 log = logging.getLogger("gahp.lrms.boinc")
 
 T = TypeVar("T")
+P = ParamSpec("P")
 
 TEMPLATE_TTL_S = 60.0
 """Seconds an application's templates are trusted when checking submissions."""
@@ -86,11 +99,21 @@ def _in(workdir: Path, name: str) -> Path:
     return path if path.is_absolute() else workdir / path
 
 
+class _NoProject(DriverError):
+    """A job's BOINC project cannot be addressed: none configured, or its authenticator
+    file unreadable."""
+
+
 def _read_authenticator(path: str) -> str:
     try:
         return read_secret_file(path, "BOINC authenticator")
     except ConfigError as exc:
-        raise DriverError(str(exc)) from None
+        raise _NoProject(str(exc)) from None
+
+
+def _driver_error(exc: BoincError) -> DriverError:
+    """A BOINC client's failure as blahpd reports it."""
+    return DriverError(error_text(exc, expected=BoincError))
 
 
 def _new_batch_name() -> str:
@@ -113,21 +136,8 @@ class BoincDriver(RegistryHolder, Driver):
     """Jobs on a BOINC project through its remote-submission RPCs."""
 
     name = "boinc"
-    config_keys = frozenset(
-        {
-            "project_url",
-            "authenticator_file",
-            "timeout",
-            "retries",
-            "ca_bundle",
-            "insecure",
-            "lease_seconds",
-            "rpc_timeout",
-            "batch_window_s",
-            "batch_max_jobs",
-            "submit_attempts",
-        }
-    ) | RegistryHolder.registry_keys
+    config_class = BoincDriverConfig
+    settings: BoincDriverConfig
 
     def __init__(
         self,
@@ -142,34 +152,30 @@ class BoincDriver(RegistryHolder, Driver):
         self.batches_dir = self.state_dir / "batches"
         for d in (self.jobs_dir, self.queued_dir, self.batches_dir):
             d.mkdir(parents=True, exist_ok=True, mode=0o700)
+        cfg = self.settings
         verify: bool | str = True
-        if config.get("insecure"):
+        if cfg.insecure:
             verify = False
-        elif config.get("ca_bundle"):
-            verify = str(config["ca_bundle"])
-        try:
-            self.lease_seconds = float(config.get("lease_seconds", 7 * 24 * 3600))
-            self.rpc_timeout = float(config.get("rpc_timeout", 280))
-            self.batch_window_s = float(config.get("batch_window_s", 1.0))
-            self.batch_max_jobs = max(1, int(config.get("batch_max_jobs", 1000)))
-            self.submit_attempts = max(1, int(config.get("submit_attempts", 3)))
-            self._registry_settings(config, "BOINC project")
-        except (TypeError, ValueError) as exc:
-            raise DriverError(f"boinc driver: bad numeric option ({exc})") from None
+        elif cfg.ca_bundle:
+            verify = str(cfg.ca_bundle)
+        self.lease_seconds = cfg.lease_seconds
+        self.rpc_timeout = cfg.rpc_timeout
+        self.batch_window_s = cfg.batch_window_s
+        self.batch_max_jobs = cfg.batch_max_jobs
+        self.submit_attempts = cfg.submit_attempts
+        self._registry_settings(cfg, "BOINC project")
         # The driver's methods block (blahpd calls them from its worker threads): they wait
         # for the client's coroutines on ``loop`` (blahpd's), or on a loop of the client's
         # own. The client holds the connection pool, the MD5 cache and the submission state
         # (staging lock, retry bookkeeping) for every project.
-        try:
-            self.boinc = SyncBoincClient(
-                timeout=float(config.get("timeout", 60)),
-                verify=verify,
-                retries=int(config.get("retries", 4)),
-                lease_seconds=self.lease_seconds,
-                loop=loop,
-            )
-        except (TypeError, ValueError) as exc:
-            raise DriverError(f"boinc driver: bad option ({exc})") from None
+        self.boinc = SyncBoincClient(
+            timeout=cfg.timeout,
+            verify=verify,
+            retries=cfg.retries,
+            lease_seconds=self.lease_seconds,
+            call_timeout=self.rpc_timeout,
+            loop=loop,
+        )
         self.client = self.boinc.client
         log.debug(
             "BOINC requests run on %s",
@@ -214,16 +220,35 @@ class BoincDriver(RegistryHolder, Driver):
         with self._locks_guard:
             return self._locks.setdefault(native_id, threading.Lock())
 
-    def _run(self, coro: Coroutine[Any, Any, T]) -> T:
-        """Run one of the client's coroutines; its failure as a :class:`DriverError`."""
+    def _run(
+        self,
+        method: Callable[P, T],
+        *args: P.args,
+        **kwargs: P.kwargs,
+    ) -> T:
+        """Call one of the (blocking) client's methods; its failure as a
+        :class:`DriverError`."""
+        return self._run_passing((), method, *args, **kwargs)
+
+    def _run_passing(
+        self,
+        passing: tuple[type[BoincError], ...],
+        method: Callable[P, T],
+        *args: P.args,
+        **kwargs: P.kwargs,
+    ) -> T:
+        """:meth:`_run`, but the client's errors of the ``passing`` types are raised as
+        they are (for the caller to act on)."""
         try:
-            return self.boinc.run(coro, self.rpc_timeout)
+            return method(*args, **kwargs)
         except TimeoutError:
             raise DriverError(
                 f"the BOINC project did not answer in {self.rpc_timeout:g} s"
             ) from None
+        except passing:
+            raise
         except BoincError as exc:
-            raise DriverError(error_text(exc, expected=BoincError)) from None
+            raise _driver_error(exc) from None
 
     def _project(self, url: str | None, auth_file: str | None) -> Project:
         url, auth_file = self._resolve(url, auth_file)
@@ -231,17 +256,21 @@ class BoincDriver(RegistryHolder, Driver):
 
     def _resolve(self, url: str | None, auth_file: str | None) -> tuple[str, str]:
         """The project URL (ending in /) and authenticator file a job uses."""
-        url = url or self.config.get("project_url")
-        auth_file = auth_file or self.config.get("authenticator_file")
+        url = url or self.settings.project_url
+        auth_file = auth_file or (
+            str(self.settings.authenticator_file) if self.settings.authenticator_file else None
+        )
         if not url or not auth_file:
-            raise DriverError(
+            raise _NoProject(
                 "no BOINC project: set project_url and authenticator_file in the boinc "
                 "driver's configuration, or BoincProjectUrl/BoincAuthenticatorFile in the job"
             )
-        if not str(url).startswith(("http://", "https://")):
-            raise DriverError(f"BOINC project URL must start with http:// or https://: {url}")
-        url = str(url) if str(url).endswith("/") else f"{url}/"
-        return url, str(auth_file)
+        try:
+            url = http_url(url, "BOINC project URL")
+        except ConfigError as exc:
+            raise DriverError(str(exc)) from None
+        url = url if url.endswith("/") else f"{url}/"
+        return url, auth_file
 
     def _record_path(self, native_id: str) -> Path:
         if not native_id.startswith("blah-") or not all(
@@ -281,7 +310,7 @@ class BoincDriver(RegistryHolder, Driver):
             cached = self._templates.get(key)
             if cached is not None and cached[0] > time.monotonic():
                 return cached[1]
-            templates = self._run(self.client.get_templates(app, project=project))
+            templates = self._run(self.boinc.get_templates, app, project=project)
             self._templates[key] = (time.monotonic() + TEMPLATE_TTL_S, templates)
             return templates
 
@@ -304,9 +333,7 @@ class BoincDriver(RegistryHolder, Driver):
         # HTCondor sends Cmd as a path (Iwd joined with the executable): the app is its name
         app = os.path.basename(spec.executable.rstrip("/")) or spec.executable
         try:
-            for src, _ in inputs:
-                check_input(Path(src))
-            command_line(spec.arguments)
+            check_job(BoincJob(name="", args=tuple(spec.arguments), inputs=tuple(inputs)))
         except StagingError as exc:
             raise DriverError(str(exc)) from None
         templates = self._templates_for(project, app)
@@ -485,8 +512,13 @@ class BoincDriver(RegistryHolder, Driver):
             ok: list[dict[str, Any]] = []
             for rec in group.jobs:
                 try:
-                    for src, _ in rec["inputs"]:
-                        check_input(Path(src))
+                    check_job(
+                        BoincJob(
+                            name=rec["job"],
+                            args=(),
+                            inputs=tuple((s, n) for s, n in rec["inputs"]),
+                        )
+                    )
                 except StagingError as exc:
                     self._hold(rec, str(exc))
                     continue
@@ -574,29 +606,37 @@ class BoincDriver(RegistryHolder, Driver):
                     error = str(exc)
                     continue
             try:
-                self.boinc.run(self.client.submit_request(req), self.rpc_timeout)
+                self.boinc.submit_request(req)
                 return None
             except TimeoutError:
                 error = f"the BOINC project did not answer in {self.rpc_timeout:g} s"
             except RpcError as exc:
                 error = str(exc)
-                # submit() rewords the RPC's error; whether it was transient is on the original
-                if not (exc.retryable or getattr(exc.__context__, "retryable", False)):
+                if not exc.retryable:
                     return error
             except BoincError as exc:  # StagingError, OutputError: retrying cannot help
                 return str(exc)
             log.info("submitting batch %s failed (%s): attempt %d", req.batch, error, attempt + 1)
         return error
 
-    def _batch_has(self, project: Project, batch: str, names: Sequence[str]) -> bool:
+    def _batch_has(
+        self,
+        project: Project,
+        batch: str,
+        names: Sequence[str],
+        passing: tuple[type[BoincError], ...] = (),
+    ) -> bool:
         """Whether the project has ``batch`` with all ``names`` in it (False: no such
-        batch, or one without them)."""
+        batch, or one without them); the client's errors of the ``passing`` types are
+        raised as they are."""
         try:
-            batches = self._run(self.client.query_batch2([batch], project=project)).batches
-        except DriverError as exc:
-            if str(exc).endswith(f"no batch named {batch}"):
-                return False
-            raise
+            batches = self._run_passing(
+                (NoSuchBatch, *passing), self.boinc.query_batch2, [batch], project=project
+            ).batches
+        except NoSuchBatch as exc:
+            if exc.batch != batch:
+                raise _driver_error(exc) from None
+            return False
         have = {name for name, _ in batches[0]}
         return all(n in have for n in names)
 
@@ -645,16 +685,17 @@ class BoincDriver(RegistryHolder, Driver):
             attempt += 1
             try:
                 project = self._project_of(recs[0])
-                found = self._batch_has(project, batch, names)
+                found = self._batch_has(project, batch, names, passing=(BadAuthenticator,))
                 break
+            except (_NoProject, BadAuthenticator) as exc:
+                text = str(exc) if isinstance(exc, DriverError) else str(_driver_error(exc))
+                for rec in recs:
+                    self._hold(rec, f"BOINC submission failed: {text}")
+                with self._cond:
+                    self._queued.difference_update(names)
+                    self._cond.notify_all()
+                return
             except DriverError as exc:
-                if "authenticator" in str(exc) or "no BOINC project" in str(exc):
-                    for rec in recs:
-                        self._hold(rec, f"BOINC submission failed: {exc}")
-                    with self._cond:
-                        self._queued.difference_update(names)
-                        self._cond.notify_all()
-                    return
                 log.warning("batch %s of queued jobs: %s (retrying)", batch, exc)
                 with self._cond:
                     self._cond.wait_for(lambda: self._closing, min(60.0, 2.0 * attempt))
@@ -743,13 +784,14 @@ class BoincDriver(RegistryHolder, Driver):
         found: dict[str, JobInfo] = {}
         while names:
             try:
-                replies = self._run(self.client.query_batch2(names, project=project)).batches
+                replies = self._run_passing(
+                    (NoSuchBatch,), self.boinc.query_batch2, names, project=project
+                ).batches
                 break
-            except DriverError as exc:
-                missing = next((b for b in names if str(exc).endswith(f"no batch named {b}")), None)
-                if missing is None:
-                    raise
-                names.remove(missing)  # its jobs are asked one by one
+            except NoSuchBatch as exc:
+                if exc.batch not in names:
+                    raise _driver_error(exc) from None
+                names.remove(exc.batch)  # its jobs are asked one by one
         else:
             return found
         for jobs in replies:
@@ -775,19 +817,19 @@ class BoincDriver(RegistryHolder, Driver):
             state = self._bulk_state.pop(native_id, "")
             if not state:
                 try:
-                    batches = self._run(
-                        self.client.query_batch2([rec["batch"]], project=project)
+                    batches = self._run_passing(
+                        (NoSuchBatch,), self.boinc.query_batch2, [rec["batch"]], project=project
                     ).batches
-                except DriverError as exc:
-                    if str(exc).endswith(f"no batch named {rec['batch']}"):
-                        return self._finish(
-                            rec,
-                            {
-                                "status": int(JobStatus.COMPLETED),
-                                "exit_reason": "the BOINC batch no longer exists",
-                            },
-                        )
-                    raise
+                except NoSuchBatch as exc:
+                    if exc.batch != rec["batch"]:
+                        raise _driver_error(exc) from None
+                    return self._finish(
+                        rec,
+                        {
+                            "status": int(JobStatus.COMPLETED),
+                            "exit_reason": "the BOINC batch no longer exists",
+                        },
+                    )
                 state = dict(batches[0]).get(native_id, "")
             if state in ("UNSENT", "QUEUED"):
                 return JobInfo(JobStatus.IDLE)
@@ -819,7 +861,7 @@ class BoincDriver(RegistryHolder, Driver):
                 mode="SOME" if wanted else "ALL",
                 specs=tuple((n, n) for n in wanted),
             )
-            done = self._run(self.client.fetch_request(fetch, output_names))
+            done = self._run(self.boinc.fetch_request, fetch, output_names)
             if rec["stdout"]:
                 first = stage / output_names[0] if output_names else None
                 if first is not None and first.is_file():
@@ -853,13 +895,13 @@ class BoincDriver(RegistryHolder, Driver):
         done: CompletedJob | None = None
         problems: list[str] = []
         try:
-            done = self._run(self.client.query_completed_job(rec["job"], project=project))
+            done = self._run(self.boinc.query_completed_job, rec["job"], project=project)
         except DriverError as exc:
             problems.append(str(exc))
         detail: JobDetail | None = None
         if done is None or not done.exit_status:
             try:
-                details = self._run(self.client.query_batch(rec["batch"], project=project)).jobs
+                details = self._run(self.boinc.query_batch, rec["batch"], project=project).jobs
                 detail = next((d for d in details if d.name == rec["job"]), None)
             except DriverError as exc:
                 problems.append(f"job details: {exc}")
@@ -908,7 +950,7 @@ class BoincDriver(RegistryHolder, Driver):
         self._bulk_state.pop(rec["job"], None)
         if self._batch_done(rec):
             try:
-                self._run(self.client.retire_batch(rec["batch"], project=self._project_of(rec)))
+                self._run(self.boinc.retire_batch, rec["batch"], project=self._project_of(rec))
                 log.info("retired BOINC batch %s", rec["batch"])
             except DriverError as exc:
                 log.warning("retiring batch %s failed: %s", rec["batch"], exc)
@@ -967,11 +1009,10 @@ class BoincDriver(RegistryHolder, Driver):
                     rec["final"] = {"status": int(JobStatus.REMOVED)}
                     self._save(rec)
                 return
-            try:
-                self._run(self.client.abort_jobs([native_id], project=self._project_of(rec)))
-            except DriverError as exc:
-                if "no job" not in str(exc):
-                    raise
+            with contextlib.suppress(NoSuchJob):  # over already, or never made it
+                self._run_passing(
+                    (NoSuchJob,), self.boinc.abort_jobs, [native_id], project=self._project_of(rec)
+                )
             rec["cancelled"] = True
             self._finish(rec, {"status": int(JobStatus.REMOVED)})
         registry = self.registry
@@ -1011,9 +1052,9 @@ class BoincDriver(RegistryHolder, Driver):
         """Ping the configured project. With none configured each job names its own
         (BoincProjectUrl), so there is nothing to check: the answer is "up". A failed
         BLAH_PING would mark the resource down and keep every such job idle for good."""
-        if not self.config.get("project_url") and not self.config.get("authenticator_file"):
+        if not self.settings.project_url and not self.settings.authenticator_file:
             return
-        self._run(self.client.ping(project=self._project(None, None)))
+        self._run(self.boinc.ping, project=self._project(None, None))
 
 
 def _info(final: Mapping[str, Any]) -> JobInfo:

@@ -33,6 +33,7 @@ from typing import Any
 
 from gahp_lrms import fork_supervisor as sup
 from gahp_lrms.base import Driver
+from gahp_lrms.config import ForkConfig
 from gahp_lrms.model import DriverError, JobInfo, JobSpec, JobStatus
 
 __all__ = ["ForkDriver"]
@@ -45,14 +46,15 @@ class ForkDriver(Driver):
     default this one), ``kill_grace_s`` (default 2), ``start_timeout_s`` (default 15)."""
 
     name = "fork"
-    config_keys = frozenset({"python", "kill_grace_s", "start_timeout_s"})
+    config_class = ForkConfig
+    settings: ForkConfig
 
     def __init__(self, config: Mapping[str, Any], state_dir: Path) -> None:
         super().__init__(config, state_dir)
         self.jobs_dir = self.state_dir / "fork"
-        self.python = str(self.config.get("python", sys.executable))
-        self.kill_grace_s = float(self.config.get("kill_grace_s", 2.0))
-        self.start_timeout_s = float(self.config.get("start_timeout_s", 15.0))
+        self.python = self.settings.python or sys.executable
+        self.kill_grace_s = self.settings.kill_grace_s
+        self.start_timeout_s = self.settings.start_timeout_s
 
     # ------------------------------------------------------------------ helpers
     def _jobdir(self, native_id: str) -> Path:
@@ -136,11 +138,12 @@ class ForkDriver(Driver):
                 (jobdir / sup.HELD).touch()
         except OSError as exc:
             raise DriverError(f"cannot create the job directory {jobdir}: {exc}") from exc
-        argv = [self.python, "-m", "gahp_lrms.fork_supervisor", str(jobdir)]
+        # The supervisor needs only the standard library: run as a file in isolated mode
+        # (-I: no script directory, user site or PYTHON* variables on its path), it starts
+        # without importing the package (about 0.1 s less per job).
+        argv = [self.python, "-I", sup.__file__, str(jobdir)]
         try:
-            # The first process forks the detached supervisor and exits at once; the
-            # package's parent directory as cwd makes ``-m gahp_lrms...`` importable without
-            # touching the job's environment (PYTHONPATH).
+            # The first process forks the detached supervisor and exits at once.
             launcher = subprocess.run(
                 argv,
                 cwd=_PACKAGE_PARENT,

@@ -66,7 +66,8 @@ from typing import Any
 import attrs
 
 from gahp_lrms.base import CommandDriver, command_failure, run_command
-from gahp_lrms.model import DriverError, JobInfo, JobSpec, JobStatus, job_slots
+from gahp_lrms.config import LsfConfig
+from gahp_lrms.model import DriverError, FinalStates, JobInfo, JobSpec, JobStatus, job_slots
 from gahp_lrms.script import render_script, safe_job_name
 
 __all__ = [
@@ -383,18 +384,18 @@ class LsfDriver(CommandDriver):
     name = "lsf"
     system = "LSF"
     job_id = _JOB_ID
-    config_keys = CommandDriver.common_keys | {"lsf_envdir"}
+    config_class = LsfConfig
+    settings: LsfConfig
 
     def __init__(self, config: Mapping[str, Any], state_dir: Path) -> None:
         super().__init__(config, state_dir)
-        envdir = self.config.get("lsf_envdir")
-        if envdir:
-            self.env["LSF_ENVDIR"] = str(envdir)
+        if self.settings.lsf_envdir:
+            self.env["LSF_ENVDIR"] = str(self.settings.lsf_envdir)
         self.lsf_conf = self._read_lsf_conf(self.env.get("LSF_ENVDIR"))
-        if not self.config.get("bin_dir") and self.lsf_conf.get("LSF_BINDIR"):
+        if not self.settings.bin_dir and self.lsf_conf.get("LSF_BINDIR"):
             self.bin_dir = self.lsf_conf["LSF_BINDIR"]
         self.memory_unit = self.lsf_conf.get("LSF_UNIT_FOR_LIMITS") or "MB"
-        self._final: dict[str, JobInfo] = {}  # finished jobs never change
+        self._final = FinalStates()  # finished jobs never change
         self._lock = threading.Lock()
         self._wide = False  # bjobs has no -json: status from bjobs -a -w
 

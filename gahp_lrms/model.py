@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import collections
 import enum
 import os
 import re
@@ -11,7 +12,7 @@ from typing import Any
 
 import attrs
 
-__all__ = ["DriverError", "JobInfo", "JobSpec", "JobStatus", "config_flag", "job_slots"]
+__all__ = ["DriverError", "FinalStates", "JobInfo", "JobSpec", "JobStatus", "job_slots"]
 
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 
@@ -19,13 +20,6 @@ _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 class DriverError(Exception):
     """A driver could not do what was asked; the message says why (and quotes the batch
     system's own error output when there was one). The root of gahp_lrms's exceptions."""
-
-
-def config_flag(value: Any) -> bool:
-    """A boolean option: true, or a string other than 0/false/no/off/empty."""
-    if isinstance(value, str):
-        return value.strip().lower() not in ("0", "false", "no", "off", "")
-    return bool(value)
 
 
 class JobStatus(enum.IntEnum):
@@ -174,3 +168,30 @@ class JobInfo:
 def job_slots(spec: JobSpec) -> int:
     """Slots a job reserves: ``nodes * cpus_per_node``, at least ``count``."""
     return max((spec.nodes or 1) * (spec.cpus_per_node or 1), spec.count)
+
+
+class FinalStates:
+    """The final states of finished jobs (they never change), by job id, the newest ``limit``
+    kept: a driver answers them again without a command, and a long-running server does not
+    grow with every job it has seen finish (HTCondor stops asking about a job once it got its
+    final state).  A job dropped here is asked of the batch system again.  Not locked: the
+    driver's lock guards it."""
+
+    def __init__(self, limit: int = 10_000) -> None:
+        self.limit = limit
+        self._states: collections.OrderedDict[str, JobInfo] = collections.OrderedDict()
+
+    def __len__(self) -> int:
+        return len(self._states)
+
+    def get(self, native_id: str) -> JobInfo | None:
+        return self._states.get(native_id)
+
+    def __setitem__(self, native_id: str, info: JobInfo) -> None:
+        self._states[native_id] = info
+        self._states.move_to_end(native_id)
+        while len(self._states) > self.limit:
+            self._states.popitem(last=False)
+
+    def pop(self, native_id: str, default: JobInfo | None = None) -> JobInfo | None:
+        return self._states.pop(native_id, default)

@@ -54,14 +54,15 @@ import re
 import shutil
 import tempfile
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import attrs
 
 from gahp_lrms.base import CommandDriver, command_failure
-from gahp_lrms.model import DriverError, JobInfo, JobSpec, JobStatus, config_flag
+from gahp_lrms.config import FLAVORS, PbsConfig
+from gahp_lrms.model import DriverError, JobInfo, JobSpec, JobStatus
 from gahp_lrms.script import render_script
 from gahp_lrms.slurm import (
     SlurmDriver,
@@ -70,20 +71,20 @@ from gahp_lrms.slurm import (
     slurm_job_name,
 )
 
+_Fields = TypeVar("_Fields")
+
 __all__ = [
     "FLAVORS",
     "PbsDriver",
     "format_walltime",
     "info_from_pbspro",
+    "jobs_by_native_id",
     "parse_qstat_full",
     "parse_qstat_full_all",
     "parse_qstat_json",
     "qsub_options",
     "unknown_ids",
 ]
-
-FLAVORS = ("auto", "pbspro", "torque")
-"""Values of the ``flavor`` option."""
 
 _SAFE_WORD = re.compile(r"[A-Za-z0-9_.@-]+\Z")
 _SAFE_PATH = re.compile(r"[A-Za-z0-9_./+-]+\Z")
@@ -142,6 +143,30 @@ def parse_qstat_json(text: str) -> dict[str, dict[str, Any]]:
     if not isinstance(jobs, dict):
         raise DriverError("unreadable qstat -F json output: Jobs is not an object")
     return {str(k): v for k, v in jobs.items() if isinstance(v, dict)}
+
+
+def jobs_by_native_id(
+    jobs: Mapping[str, _Fields], native_ids: Iterable[str]
+) -> dict[str, _Fields]:
+    """The entries of ``jobs`` (keyed by PBS's full ids, ``1234.server``) for ``native_ids``.
+
+    A bare sequence number (``1234``, as in the job ids the C blahp hands out,
+    ``pbs/<date>/1234``) stands for the one job of that number, whatever its server suffix:
+    so the jobs the C blahp submitted are followed after a switch to this server."""
+    out: dict[str, _Fields] = {}
+    short: dict[str, list[_Fields]] | None = None
+    for native_id in native_ids:
+        fields = jobs.get(native_id)
+        if fields is None and native_id.isdigit():
+            if short is None:
+                short = {}
+                for key, value in jobs.items():
+                    short.setdefault(key.partition(".")[0], []).append(value)
+            matches = short.get(native_id, [])
+            fields = matches[0] if len(matches) == 1 else None
+        if fields is not None:
+            out[native_id] = fields
+    return out
 
 
 def unknown_ids(stderr: str) -> set[str] | None:
@@ -300,24 +325,21 @@ class PbsDriver(CommandDriver):
     name = "pbs"
     system = "PBS"
     job_id = _JOB_ID
-    config_keys = CommandDriver.common_keys | {"slurm_conf", "slurm_status", "flavor"}
+    config_class = PbsConfig
+    settings: PbsConfig
 
     def __init__(self, config: Mapping[str, Any], state_dir: Path) -> None:
         super().__init__(config, state_dir)
-        flavor = str(self.config.get("flavor", "auto")).strip().lower()
-        if flavor not in FLAVORS:
-            raise DriverError(
-                f"pbs driver: flavor must be one of {', '.join(FLAVORS)}, not {flavor!r}"
-            )
+        flavor = self.settings.flavor
         self._flavor: str | None = None if flavor == "auto" else flavor
         self._history: bool | None = None
         self._lock = threading.Lock()
-        if self.config.get("slurm_conf"):
-            self.env["SLURM_CONF"] = str(self.config["slurm_conf"])
+        if self.settings.slurm_conf:
+            self.env["SLURM_CONF"] = str(self.settings.slurm_conf)
         self._slurm: SlurmDriver | None = None
         if (
             flavor != "pbspro"
-            and config_flag(self.config.get("slurm_status", True))
+            and self.settings.slurm_status
             and shutil.which("scontrol", path=self.bin_dir or self.env.get("PATH"))
         ):
             slurm_config = {
@@ -403,11 +425,12 @@ class PbsDriver(CommandDriver):
         server once per id given, so ids are not given), then ``qstat -x -f -F json`` for
         the tracked jobs that left it: those finished since (each once, then final)."""
         proc = self._run("qstat", "-f", "-F", "json")
-        live = parse_qstat_json(proc.stdout) if proc.stdout.strip() else {}
+        live = jobs_by_native_id(
+            parse_qstat_json(proc.stdout) if proc.stdout.strip() else {}, native_ids
+        )
         found = {
-            native_id: info_from_pbspro(live[native_id], cancelled=self._cancelled(native_id))
-            for native_id in native_ids
-            if native_id in live
+            native_id: info_from_pbspro(fields, cancelled=self._cancelled(native_id))
+            for native_id, fields in live.items()
         }
         gone = [native_id for native_id in native_ids if native_id not in live]
         for start in range(0, len(gone), _IDS_PER_QSTAT):
@@ -417,7 +440,10 @@ class PbsDriver(CommandDriver):
     def query_status(self, native_id: str) -> JobInfo:
         self._check_id(native_id)
         if self.flavor() == "pbspro":
-            return self._pbspro_status([native_id])[native_id]
+            found = self._pbspro_status([native_id])
+            if native_id not in found:
+                raise DriverError(f"qstat did not describe PBS job {native_id}")
+            return found[native_id]
         return self._torque_query(native_id)
 
     def _pbspro_status(self, native_ids: Sequence[str]) -> dict[str, JobInfo]:
@@ -427,9 +453,10 @@ class PbsDriver(CommandDriver):
         if unknown is None or (proc.returncode != 0 and not unknown):
             raise DriverError(command_failure(["qstat"], proc))
         jobs = parse_qstat_json(proc.stdout) if proc.stdout.strip() else {}
+        described = jobs_by_native_id(jobs, native_ids)
         found: dict[str, JobInfo] = {}
         for native_id in native_ids:
-            fields = jobs.get(native_id)
+            fields = described.get(native_id)
             if fields is not None:
                 found[native_id] = info_from_pbspro(fields, cancelled=self._cancelled(native_id))
             elif native_id in unknown or not jobs:
@@ -461,12 +488,10 @@ class PbsDriver(CommandDriver):
         proc = self._run("qstat", "-f", check=False)
         if proc.returncode != 0 and (proc.returncode != _UNKNOWN_JOB_RC or proc.stderr.strip()):
             raise DriverError(command_failure(["qstat"], proc))
-        jobs = parse_qstat_full_all(proc.stdout)
-        for native_id in native_ids:
-            qstat_fields = jobs.get(native_id)
-            if qstat_fields is not None:
-                with contextlib.suppress(DriverError):
-                    found[native_id] = info_from_qstat(qstat_fields)
+        jobs = jobs_by_native_id(parse_qstat_full_all(proc.stdout), native_ids)
+        for native_id, qstat_fields in jobs.items():
+            with contextlib.suppress(DriverError):
+                found[native_id] = info_from_qstat(qstat_fields)
         return found
 
     def _torque_query(self, native_id: str) -> JobInfo:

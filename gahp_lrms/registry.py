@@ -18,7 +18,7 @@ from one bulk query per ``interval`` for all tracked jobs instead:
 
 The bulk query is any callable ``ids -> {id: JobInfo}`` describing the ids it can (those it
 leaves out are queried directly): Slurm's ``squeue``, Grid Engine's ``qstat -xml``, or a
-BOINC project's ``query_batches``.
+BOINC project's ``query_batch2`` (one per project, naming every batch with jobs tracked).
 """
 
 from __future__ import annotations
@@ -35,7 +35,9 @@ from typing import Any, ClassVar
 
 import attrs
 
-from gahp_lrms.model import DriverError, JobInfo, JobStatus, config_flag
+from gahp_core import setting_names
+from gahp_lrms.config import DEFAULT_INTERVAL, DEFAULT_STALE_LIMIT, RegistryConfig
+from gahp_lrms.model import DriverError, JobInfo, JobStatus
 
 __all__ = [
     "DEFAULT_INTERVAL",
@@ -51,10 +53,6 @@ __all__ = [
 
 log = logging.getLogger("gahp.lrms.registry")
 
-DEFAULT_INTERVAL = 5.0
-"""Seconds a bulk query's answer is current (HTCondor polls each job every 60 s or more)."""
-DEFAULT_STALE_LIMIT = 1800.0
-"""Seconds a last known state is answered while the batch system does not answer."""
 DEFAULT_KEEP_FINISHED = 7 * 86400.0
 """Seconds a finished job's final state is kept after it was first seen finished."""
 
@@ -402,27 +400,25 @@ class StatusRegistry:
 class RegistryHolder:
     """The status registry of a driver, for the driver classes to inherit.
 
-    Three configuration keys (:attr:`registry_keys`): ``status_registry`` (true unless
-    false), ``status_interval`` (s, default 5) and ``stale_limit_s`` (s, default 1800). The
+    Three configuration keys (:class:`~gahp_lrms.config.RegistryConfig`): ``status_registry``
+    (default true), ``status_interval`` (s, default 5) and ``stale_limit_s`` (s, default 1800). The
     registry is built on first use from the driver's ``bulk_status`` and ``query_status``,
     its journal ``status-registry.jsonl`` in the driver's ``state_dir``.
     """
 
-    registry_keys: ClassVar[frozenset[str]] = frozenset(
-        {"status_registry", "status_interval", "stale_limit_s"}
-    )
+    registry_keys: ClassVar[frozenset[str]] = setting_names(RegistryConfig)
     state_dir: Path
     use_registry: bool
     """Whether status comes from the registry (false: each job is asked on its own)."""
     status_interval: float
     stale_limit_s: float
 
-    def _registry_settings(self, config: Mapping[str, Any], name: str) -> None:
-        """Read the registry's keys from ``config`` (a bad number raises ValueError or
-        TypeError, for the driver to report); ``name`` is the system in its messages."""
-        self.status_interval = float(config.get("status_interval", DEFAULT_INTERVAL))
-        self.stale_limit_s = float(config.get("stale_limit_s", DEFAULT_STALE_LIMIT))
-        self.use_registry = config_flag(config.get("status_registry", True))
+    def _registry_settings(self, settings: RegistryConfig, name: str) -> None:
+        """Take the registry's options from the driver's ``settings``; ``name`` is the system
+        in its messages."""
+        self.status_interval = settings.status_interval
+        self.stale_limit_s = settings.stale_limit_s
+        self.use_registry = settings.status_registry
         self._registry_name = name
         self._registry: StatusRegistry | None = None
         self._registry_lock = threading.Lock()

@@ -58,7 +58,8 @@ from typing import Any
 import attrs
 
 from gahp_lrms.base import CommandDriver, command_failure, run_command
-from gahp_lrms.model import DriverError, JobInfo, JobSpec, JobStatus, config_flag, job_slots
+from gahp_lrms.config import SgeConfig
+from gahp_lrms.model import DriverError, FinalStates, JobInfo, JobSpec, JobStatus, job_slots
 from gahp_lrms.script import render_script, safe_job_name
 
 __all__ = [
@@ -330,41 +331,32 @@ class SgeDriver(CommandDriver):
     name = "sge"
     system = "Grid Engine"
     job_id = _JOB_ID
-    config_keys = CommandDriver.common_keys | {
-        "sge_root",
-        "sge_cell",
-        "sge_qmaster_port",
-        "parallel_environment",
-        "suspend_running",
-        "accounting_wait_s",
-    }
+    config_class = SgeConfig
+    settings: SgeConfig
 
     def __init__(self, config: Mapping[str, Any], state_dir: Path) -> None:
         super().__init__(config, state_dir)
-        cfg = self.config
-        try:
-            self.accounting_wait_s = float(cfg.get("accounting_wait_s", 60.0))
-        except (TypeError, ValueError) as exc:
-            raise DriverError(f"sge driver: bad numeric option ({exc})") from None
-        self.suspend_running = config_flag(cfg.get("suspend_running", True))
-        self.parallel_environment = str(cfg.get("parallel_environment") or "") or None
-        for key, var in (
-            ("sge_root", "SGE_ROOT"),
-            ("sge_cell", "SGE_CELL"),
-            ("sge_qmaster_port", "SGE_QMASTER_PORT"),
+        cfg = self.settings
+        self.accounting_wait_s = cfg.accounting_wait_s
+        self.suspend_running = cfg.suspend_running
+        self.parallel_environment = cfg.parallel_environment
+        for value, var in (
+            (cfg.sge_root, "SGE_ROOT"),
+            (cfg.sge_cell, "SGE_CELL"),
+            (cfg.sge_qmaster_port, "SGE_QMASTER_PORT"),
         ):
-            if cfg.get(key):
-                self.env[var] = str(cfg[key])
+            if value:
+                self.env[var] = str(value)
         self.bin_dir = self._find_bin_dir()
-        self._final: dict[str, JobInfo] = {}  # finished jobs never change
+        self._final = FinalStates()  # finished jobs never change
         self._last: dict[str, JobInfo] = {}  # what qstat showed last, by job
         self._missing: dict[str, float] = {}  # when a job was first missing from qstat
         self._lock = threading.Lock()
 
     # ------------------------------------------------------------------ helpers
     def _find_bin_dir(self) -> Path:
-        if self.config.get("bin_dir"):
-            return Path(str(self.config["bin_dir"]))
+        if self.settings.bin_dir:
+            return self.settings.bin_dir
         root = self.env.get("SGE_ROOT")
         if not root:
             raise DriverError(

@@ -1,4 +1,4 @@
-"""The ``slurm`` driver: sbatch, scontrol, squeue-free status, sacct for finished jobs.
+"""The ``slurm`` driver: sbatch; status from squeue (or scontrol), sacct for finished jobs.
 
 * Submission: ``sbatch --parsable [options]`` with the script (see :mod:`gahp_lrms.script`) on
   its standard input.  User strings reach Slurm only as separate ``argv`` items (``-J``,
@@ -33,6 +33,7 @@ from typing import Any
 import attrs
 
 from gahp_lrms.base import CommandDriver, command_failure, run_command
+from gahp_lrms.config import SlurmConfig
 from gahp_lrms.model import DriverError, JobInfo, JobSpec, JobStatus
 from gahp_lrms.script import render_script, safe_job_name
 
@@ -267,13 +268,14 @@ class SlurmDriver(CommandDriver):
     name = "slurm"
     system = "Slurm"
     job_id = _JOB_ID
-    config_keys = CommandDriver.common_keys | {"slurm_conf", "suspend_running"}
+    config_class = SlurmConfig
+    settings: SlurmConfig
 
     def __init__(self, config: Mapping[str, Any], state_dir: Path) -> None:
         super().__init__(config, state_dir)
-        self.suspend_running = bool(self.config.get("suspend_running", True))
-        if self.config.get("slurm_conf"):
-            self.env["SLURM_CONF"] = str(self.config["slurm_conf"])
+        self.suspend_running = self.settings.suspend_running
+        if self.settings.slurm_conf:
+            self.env["SLURM_CONF"] = str(self.settings.slurm_conf)
         self._slurmdbd: bool | None = None  # whether plain sacct works (None: not tried)
 
     # ------------------------------------------------------------------ helpers

@@ -15,7 +15,7 @@ import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 
-from gahp_core import BackendContext, BadRequest, Command, Version, hookimpl
+from gahp_core import BackendContext, BadRequest, Command, Version, from_text, hookimpl
 from gahp_lrms import DriverError, get_driver
 from gahp_ninfg import __version__
 from gahp_ninfg.dialect import NinfgDialect
@@ -56,13 +56,14 @@ def gahp_add_options(parser: argparse.ArgumentParser) -> None:
     )  # what the ng_invoke_server.* command line had that it does not know: logged
 
 
-def _driver_options(items: Sequence[str]) -> dict[str, str]:
+def _driver_options(items: Sequence[str]) -> dict[str, str | int | float]:
+    """``KEY=VALUE`` items; a VALUE that reads as a number is one (the driver checks types)."""
     options = {}
     for item in items:
         key, eq, value = item.partition("=")
         if not eq or not key:
             raise DriverError(f"driver option {item!r} is not KEY=VALUE")
-        options[key.strip()] = value
+        options[key.strip()] = from_text(value)
     return options
 
 

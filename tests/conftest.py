@@ -159,7 +159,7 @@ def service_group(module: str, fixtures: set[str]) -> str:
     """The xdist group of a test module, from its path and the fixtures its tests use."""
     if module.startswith("tests/boinc_real/") or module.endswith("test_htcondor_real_boinc.py"):
         return "real-boinc-server"
-    if (module.startswith("tests/htcondor/") or module.endswith("_live.py")
+    if (module.startswith(("tests/htcondor/", "tests/htcondor_ce/")) or module.endswith("_live.py")
             or fixtures & BATCH_FIXTURES):
         return "batch-systems"
     return module

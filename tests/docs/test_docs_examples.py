@@ -148,7 +148,7 @@ def test_python_blocks(page: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPat
 )
 def test_toml_blocks_load(block: Block, tmp_path: Path) -> None:
     """Every configuration block is read by the server it configures, as a file: blahpd's
-    (state_dir, drivers, [driver.NAME] with each driver's own keys) or boinc-gahp's. Files
+    (state_dir, drivers, [driver.NAME] with each driver's own keys and types) or boinc-gahp's. Files
     it names (authenticators, CA bundles) are made in a scratch directory."""
     data = tomllib.loads(block.body)
     assert data
@@ -165,14 +165,10 @@ def test_toml_blocks_load(block: Block, tmp_path: Path) -> None:
     options = argparse.Namespace(config=str(path))
     if data.keys() & {"state_dir", "drivers", "default_gridtype", "driver", "site"}:
         from gahp_blah.config import load_config as load_blahpd_config
-        from gahp_lrms import _load as driver_class
 
-        config = load_blahpd_config(options)
-        for name, settings in config.driver_options.items():
-            known = driver_class(name).config_keys  # type: ignore[union-attr]
-            assert set(settings) <= known, f"[driver.{name}]: {set(settings) - known}"
+        load_blahpd_config(options)  # each [driver.NAME] checked by its driver's settings
     else:
-        from gahp_boinc.config import load_config as load_boinc_config
+        from gahp_boinc._config import load_config as load_boinc_config
 
         load_boinc_config(options)
 

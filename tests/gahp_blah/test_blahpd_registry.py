@@ -35,6 +35,13 @@ def _ad(**kv: object) -> str:
     return "[ " + "; ".join(parts) + " ]"
 
 
+def toml_value(v: object) -> str:
+    """``v`` written in TOML (a number, a boolean or a string)."""
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    return str(v) if isinstance(v, int | float) else '"' + str(v).replace('"', '\\"') + '"'
+
+
 class Blah:
     """A blahpd on a state directory, restartable."""
 
@@ -44,7 +51,7 @@ class Blah:
         self.work.mkdir(exist_ok=True)
         config = tmp / "blahpd.toml"
         lines = [f'state_dir = "{tmp / "state"}"', f"[driver.{lrms}]"]
-        lines += [f'{k} = "{v}"' for k, v in options.items()]
+        lines += [f"{k} = {toml_value(v)}" for k, v in options.items()]
         config.write_text("\n".join(lines) + "\n")
         self.argv = [*BLAHPD, "--config", str(config)]
         self.journal = tmp / "state" / lrms / "status-registry.jsonl"

@@ -111,7 +111,7 @@ def test_site_config(tmp_path):
     assert site.local_submit_attributes_timeout == 5
     assert site.local_submit_attributes_setup_args == ("A", "B")
     conf.write_text("[site]\nlocal_submit_attribute_dir = 1\n")
-    with pytest.raises(ConfigError, match="unknown keys in .site."):
+    with pytest.raises(ConfigError, match="unknown configuration key site.local_submit_attr"):
         load_config(argparse.Namespace(config=str(conf), state_dir=str(tmp_path)))
 
 

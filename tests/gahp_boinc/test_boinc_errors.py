@@ -4,10 +4,18 @@ from __future__ import annotations
 
 from exception_roots import exception_classes, strays
 
-from gahp_boinc import BoincError
-from gahp_boinc.outputs import OutputError
-from gahp_boinc.replies import RpcError
-from gahp_boinc.staging import StagingError
+from gahp_boinc import (
+    AccessDenied,
+    BadAuthenticator,
+    BoincError,
+    NoOutput,
+    NoSuchApp,
+    NoSuchBatch,
+    NoSuchJob,
+    OutputError,
+    RpcError,
+    StagingError,
+)
 
 
 def test_every_boinc_exception_derives_from_boinc_error():
@@ -15,3 +23,6 @@ def test_every_boinc_exception_derives_from_boinc_error():
     assert strays(BoincError, "gahp_boinc", exclude=("gahp_boinc.emulator",)) == []
     for cls in (RpcError, OutputError, StagingError):
         assert issubclass(cls, BoincError)
+    for cls in (BadAuthenticator, AccessDenied, NoSuchApp, NoSuchBatch, NoSuchJob, NoOutput):
+        assert issubclass(cls, RpcError)
+        assert cls("x", code=-1, retryable=True).retryable

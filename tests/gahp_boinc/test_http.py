@@ -10,7 +10,7 @@ from collections.abc import Awaitable, Callable
 import pytest
 
 from gahp_boinc._http import HttpTimeout, HttpTransportError, PlainHttp
-from gahp_boinc.rpc import BoincRpc
+from gahp_boinc._rpc import BoincRpc
 
 Handler = Callable[[asyncio.StreamReader, asyncio.StreamWriter], Awaitable[None]]
 

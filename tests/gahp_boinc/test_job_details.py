@@ -6,9 +6,9 @@ import asyncio
 
 import pytest
 
+from gahp_boinc._replies import RpcError, parse_query_batch2, parse_query_batch_jobs
+from gahp_boinc._rpc import BoincRpc, Project
 from gahp_boinc.emulator import EmulatorServer
-from gahp_boinc.replies import RpcError, parse_query_batch2, parse_query_batch_jobs
-from gahp_boinc.rpc import BoincRpc, Project
 
 DECL = b'<?xml version="1.0" encoding="ISO-8859-1" ?>\n'
 # a real BOINC 8.3 reply for a batch whose one job failed on the volunteer (uc2 --early_exit)
@@ -68,8 +68,8 @@ def test_top_level_error_is_an_rpc_error():
 def test_details_of_a_failed_job_from_the_emulator(tmp_path):
     """The emulator's query_completed_job fails like PHP 8's; query_batch still has the
     failed instance's exit status."""
-    from gahp_boinc.staging import Md5Cache
-    from gahp_boinc.submit import BoincJob, SubmitRequest, SubmitState, submit
+    from gahp_boinc._staging import Md5Cache
+    from gahp_boinc._submit import BoincJob, SubmitRequest, SubmitState, submit
 
     (tmp_path / "in.txt").write_text("an input longer than thirty characters\n")
     with EmulatorServer(state_dir=tmp_path / "emu", port=0, job_delay=0.05) as emu:

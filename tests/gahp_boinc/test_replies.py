@@ -6,7 +6,7 @@ from xml.parsers.expat import ExpatError
 import pytest
 import xmltodict
 
-from gahp_boinc.replies import (
+from gahp_boinc._replies import (
     _DECL,
     _LISTS,
     RpcError,

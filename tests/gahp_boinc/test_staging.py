@@ -2,7 +2,7 @@ import hashlib
 
 import pytest
 
-from gahp_boinc.staging import (
+from gahp_boinc._staging import (
     Md5Cache,
     StagingError,
     check_input,

@@ -206,3 +206,118 @@ def test_the_console_scripts_and_backends_resolve():
         module, _, attr = target.partition(":")
         loaded = importlib.import_module(module)
         assert not attr or callable(getattr(loaded, attr)), target
+
+
+# ---- every package's private modules, not gahp_core's alone -----------------------------------
+
+PACKAGES = ("gahp_core", "gahp_boinc", "gahp_lrms", "gahp_blah", "gahp_ninfg")
+"""The packages of the distribution: each one's ``_x`` modules and names are its own."""
+
+TESTED_BY: dict[str, tuple[str, ...]] = {f"tests/{p}": (p,) for p in PACKAGES} | {
+    "tests/boinc_real": ("gahp_boinc",),
+    "tests/ninfg_real": ("gahp_ninfg",),
+    "tests/reliability": ("gahp_boinc",),  # white-box security checks of the BOINC client
+    "tests/docs": ("gahp_boinc", "gahp_lrms"),  # documented settings, read by their loaders
+}
+"""Test directories and the packages whose private parts their white-box tests may import
+(gahp_core's only from tests/gahp_core, as the tests above check)."""
+
+SHIPPED = ("gahp_boinc", "gahp_lrms", "gahp_blah", "gahp_ninfg")
+"""Packages that must not need the test kit (gahp-shell, in gahp_core, is built on it)."""
+
+
+def _private_part(name: str) -> bool:
+    return name.startswith("_") and not (name.startswith("__") and name.endswith("__"))
+
+
+def foreign_private_imports(
+    tree: ast.AST, own: tuple[str, ...] = ()
+) -> Iterator[tuple[int, str]]:
+    """(line, what) for each import in ``tree`` of a private module or name of one of
+    :data:`PACKAGES` not in ``own`` (relative imports stay inside their package)."""
+
+    def private(module: str) -> bool:
+        parts = module.split(".")
+        return parts[0] in PACKAGES and parts[0] not in own and any(map(_private_part, parts))
+
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                if private(alias.name):
+                    yield node.lineno, f"import {alias.name}"
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            if private(node.module):
+                yield node.lineno, f"from {node.module} import ..."
+            else:
+                for alias in node.names:
+                    if private(f"{node.module}.{alias.name}"):
+                        yield node.lineno, f"from {node.module} import {alias.name}"
+
+
+def owner(where: str) -> tuple[str, ...]:
+    """The packages whose private parts the source at ``where`` may import."""
+    parts = Path(where.split(" ")[0]).parts
+    if parts[0] in PACKAGES:
+        return (parts[0],)
+    if parts[0] == "tests" and len(parts) > 1:
+        return TESTED_BY.get(f"tests/{parts[1]}", ())
+    return ()
+
+
+def all_sources() -> Iterator[tuple[str, ast.AST]]:
+    """Every package's sources (gahp_core's included) and whatever :func:`client_sources`
+    reads (tests, benchmarks, documentation examples)."""
+    yield from client_sources()
+    for path in sorted(CORE.rglob("*.py")):
+        yield str(path.relative_to(ROOT)), ast.parse(path.read_text(), str(path))
+    for path in sorted(WHITE_BOX.rglob("*.py")):
+        yield str(path.relative_to(ROOT)), ast.parse(path.read_text(), str(path))
+
+
+def test_no_package_imports_another_package_private_module():
+    found = [
+        f"{where}:{line}: {what}"
+        for where, tree in all_sources()
+        for line, what in foreign_private_imports(tree, owner(where))
+    ]
+    assert found == [], "import these from the package's root:\n" + "\n".join(found)
+
+
+def test_the_scan_finds_another_package_private_import():
+    tree = ast.parse(
+        "import gahp_boinc._rpc\n"
+        "from gahp_boinc._submit import SubmitRequest\n"
+        "from gahp_lrms import _load, DriverError\n"
+        "from gahp_boinc import SyncBoincClient, __version__\n"
+        "from gahp_boinc.emulator import EmulatorServer\n"
+        "from gahp_ninfg._x import y\n"
+        "def f():\n    from gahp_core._escaping import join\n"
+    )
+    assert sorted(foreign_private_imports(tree, ("gahp_ninfg",))) == [
+        (1, "import gahp_boinc._rpc"),
+        (2, "from gahp_boinc._submit import ..."),
+        (3, "from gahp_lrms import _load"),
+        (8, "from gahp_core._escaping import ..."),
+    ]
+    assert owner("gahp_lrms/boinc.py") == ("gahp_lrms",)
+    assert owner("tests/boinc_real/test_gahp_real.py") == ("gahp_boinc",)
+    assert owner("tests/htcondor/test_htcondor_boinc.py") == ()
+    assert owner("benchmarks/boinc_submit.py") == ()
+    assert owner("gahp_boinc/demo.py") == ("gahp_boinc",)
+    assert owner("docs/boinc-client.md (python block 3)") == ()
+
+
+def test_shipped_packages_do_not_need_the_test_kit():
+    found = []
+    for top in SHIPPED:
+        for path in sorted((ROOT / top).rglob("*.py")):
+            for node in ast.walk(ast.parse(path.read_text(), str(path))):
+                if isinstance(node, ast.Import):
+                    names = [alias.name for alias in node.names]
+                elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                    names = [node.module] + [f"{node.module}.{a.name}" for a in node.names]
+                else:
+                    continue
+                if any(n == "gahp_core.testing" or n.split(".")[0] == "tests" for n in names):
+                    found.append(f"{path.relative_to(ROOT)}:{node.lineno}")
+    assert found == [], "shipped code importing the test kit:\n" + "\n".join(found)

@@ -115,7 +115,7 @@ def _unavailable(reason: str) -> None:
 
 
 @pytest.fixture(scope="session")
-def slurm_config() -> dict[str, str]:
+def slurm_config() -> dict[str, object]:
     """Driver config for the live Slurm; skips (or fails, see module doc) if it is down."""
     conf = _slurm_conf()
     env = dict(os.environ)
@@ -135,7 +135,7 @@ def slurm_config() -> dict[str, str]:
     return {**config, "status_interval": LIVE_STATUS_INTERVAL}
 
 
-LIVE_STATUS_INTERVAL = "0.5"
+LIVE_STATUS_INTERVAL = 0.5
 """The status registry's interval in the live driver tests: short, so that they see even
 a 2-second RUNNING state (the default, 5 s, may skip it, as a poll of HTCondor's would)."""
 
@@ -179,7 +179,7 @@ SGE_PE = os.environ.get("GAHP_SGE_PE", "smp")
 
 
 @pytest.fixture(scope="session")
-def sge_config(sge_env: dict[str, str] | None) -> dict[str, str]:
+def sge_config(sge_env: dict[str, str] | None) -> dict[str, object]:
     """Driver config for the live Grid Engine (see tests/conftest.py for how it is found);
     skips when it is down, or fails when ``GAHP_REQUIRE_SGE=1`` (CI)."""
     if sge_env is None:
@@ -209,7 +209,7 @@ def fork_driver(tmp_path: Path) -> Iterator[Driver]:
 
 # ---------------------------------------------------------------------- OpenPBS
 @pytest.fixture(scope="session")
-def openpbs_config(pbs_env: dict[str, str] | None) -> dict[str, str]:
+def openpbs_config(pbs_env: dict[str, str] | None) -> dict[str, object]:
     """Driver config for the real OpenPBS (``bash .ci/pbs-up.sh``); skips when it does not
     answer, or fails when ``GAHP_REQUIRE_PBS=1`` (CI)."""
     if pbs_env is None:
@@ -248,7 +248,7 @@ def _lsf_job_user() -> pwd.struct_passwd:
 @pytest.fixture(scope="session")
 def lsf_config(
     lsf_env: dict[str, str] | None, tmp_path_factory: pytest.TempPathFactory
-) -> dict[str, str]:
+) -> dict[str, object]:
     """Driver config for the live LSF (see tests/conftest.py ``lsf_env``: ``$LSF_ENVDIR``,
     else the file ``.ci/lsf-up.sh`` writes); skips when it does not answer, or fails when
     ``GAHP_REQUIRE_LSF=1`` (CI).  As root, the commands run as :data:`LSF_USER`."""

@@ -274,7 +274,7 @@ def test_lsf_down_is_an_error(lsf_config, tmp_path):
     for name in ("bjobs", "bqueues"):
         (hanging / name).write_text("#!/bin/sh\nexec sleep 30\n")
         (hanging / name).chmod(0o755)
-    config = {**lsf_config, "bin_dir": str(hanging), "command_timeout": "1"}
+    config = {**lsf_config, "bin_dir": str(hanging), "command_timeout": 1}
     driver = get_driver("lsf", config, tmp_path / "state2")
     with pytest.raises(DriverError, match="did not answer"):
         driver.ping()

@@ -25,6 +25,7 @@ from gahp_lrms.lsf import (
     parse_lsf_conf,
     split_records,
 )
+from gahp_lrms.model import FinalStates, JobInfo
 
 # bjobs -a -o "jobid stat exec_host start_time finish_time" -json 1 2 3 4 99999: 3 runs on
 # two slots, 4 was suspended with bstop, 2 was held (-H) and killed while pending.
@@ -458,3 +459,38 @@ def test_a_failing_bhist_leaves_only_its_jobs_out(tmp_path: Path, monkeypatch):
     assert set(found) == {"1", "3"} and found["1"].exit_code == 3
     with pytest.raises(DriverError, match="lsb.events"):
         driver.query_status("77")
+
+
+def test_final_states_kept_are_bounded(tmp_path: Path, monkeypatch):
+    """Finished jobs are answered again without a command, but a long-running server keeps
+    only the newest ``limit`` of them (HTCondor stops asking once it has a final state): the
+    older ones are asked of LSF again, and answered the same."""
+    driver = get_driver("lsf", {"lsf_envdir": str(tmp_path)}, tmp_path / "state")
+    driver._final = FinalStates(limit=50)
+    asked: list[str] = []
+
+    def bjobs(ids):
+        asked.extend(ids)
+        return {i: {"STAT": "DONE", "EXEC_HOST": "vm"} for i in ids}, set()
+
+    monkeypatch.setattr(driver, "_bjobs", bjobs)
+    for first in range(1, 1001, 100):  # 1,000 jobs finish, bulk-queried 100 at a time
+        ids = [str(i) for i in range(first, first + 100)]
+        assert {i.status for i in driver.bulk_status(ids).values()} == {JobStatus.COMPLETED}
+    assert len(driver._final) == 50 and len(asked) == 1000
+    assert driver.query_status("1000").status == JobStatus.COMPLETED  # kept: no command
+    assert len(asked) == 1000
+    assert driver.query_status("1").status == JobStatus.COMPLETED  # dropped: asked again
+    assert asked[-1] == "1"
+
+
+def test_final_states_drop_the_oldest():
+    states = FinalStates(limit=3)
+    done = JobInfo(JobStatus.COMPLETED, exit_code=0)
+    for i in "abcd":
+        states[i] = done
+    assert len(states) == 3 and states.get("a") is None and states.get("d") == done
+    states["b"] = done  # set again: the newest now
+    states["e"] = done
+    assert states.get("c") is None and states.get("b") == done
+    assert states.pop("b") == done and states.pop("b") is None

@@ -196,7 +196,7 @@ def test_one_bulk_query_for_many_jobs(openpbs_config, tmp_path):
     """A status round over many tracked jobs is one qstat for the live ones (never one per
     job: qstat asks the server once per id it is given), plus one for those that finished
     since the last round; then their states are final and never asked again."""
-    driver = get_driver("pbs", {**openpbs_config, "status_interval": "3600"}, tmp_path)
+    driver = get_driver("pbs", {**openpbs_config, "status_interval": 3600}, tmp_path)
     held = [driver.submit(JobSpec("/bin/true", start_held=True)) for _ in range(6)]
     quick = [driver.submit(JobSpec("/bin/true")) for _ in range(6)]
     try:
@@ -222,6 +222,24 @@ def test_one_bulk_query_for_many_jobs(openpbs_config, tmp_path):
             driver.cancel(i)
 
 
+def test_bare_number_of_a_job_is_followed(openpbs_config, tmp_path):
+    """The C blahp hands out PBS job ids with the bare number (``pbs/<date>/1234``, not
+    ``1234.server``): after a switch, this driver follows such a job while it runs (through
+    the bulk query and alone) and after it finished, with its exit code."""
+    driver = get_driver("pbs", dict(openpbs_config), tmp_path)
+    full = _started_sleeper(driver, tmp_path, "sleep 2; exit 3")
+    bare = full.partition(".")[0]
+    assert bare.isdigit() and bare != full
+    for fresh in ("registry", "alone"):
+        other = get_driver(
+            "pbs", {**openpbs_config, "status_registry": fresh == "registry"}, tmp_path / fresh
+        )
+        assert other.status(bare).status is JobStatus.RUNNING, fresh
+    other = get_driver("pbs", dict(openpbs_config), tmp_path / "after")
+    info = wait_status(other, bare, *DONE, timeout=60)
+    assert (info.status, info.exit_code) == (JobStatus.COMPLETED, 3)
+
+
 def test_bad_queue_is_a_clear_error(openpbs_driver):
     with pytest.raises(DriverError, match="Unknown queue"):
         openpbs_driver.submit(JobSpec("/bin/true", queue="nosuch"))
@@ -238,7 +256,7 @@ def test_pbs_not_answering_is_an_error(openpbs_config, tmp_path):
     """qstat failing (here: a server name PBS cannot reach) is an error, never a guess."""
     bad = tmp_path / "pbs.conf"
     bad.write_text("PBS_EXEC=/opt/pbs\nPBS_SERVER=nosuch.invalid\nPBS_HOME=/var/spool/pbs\n")
-    driver = get_driver("pbs", {**openpbs_config, "command_timeout": "20"}, tmp_path / "s")
+    driver = get_driver("pbs", {**openpbs_config, "command_timeout": 20}, tmp_path / "s")
     driver.env["PBS_CONF_FILE"] = str(bad)
     driver.env.pop("PBS_SERVER", None)
     with pytest.raises(DriverError):

@@ -6,7 +6,13 @@ from __future__ import annotations
 import pytest
 
 from gahp_lrms import DriverError, JobSpec, JobStatus
-from gahp_lrms.pbs import info_from_pbspro, parse_qstat_json, qsub_options, unknown_ids
+from gahp_lrms.pbs import (
+    info_from_pbspro,
+    jobs_by_native_id,
+    parse_qstat_json,
+    qsub_options,
+    unknown_ids,
+)
 
 QSTAT_JSON = """{
     "timestamp":1795528145,
@@ -92,3 +98,13 @@ def test_select_syntax():
     counted = qsub_options(JobSpec("/bin/x", count=3), flavor="pbspro")
     assert "select=1:ncpus=3" in counted
     assert qsub_options(JobSpec("/bin/x", name="9lives"), flavor="pbspro")[1:3] == ["-N", "j9lives"]
+
+
+def test_bare_numbers_find_their_jobs():
+    """The C blahp's PBS job ids carry the bare number (``pbs/20261124/0``): it names the
+    one job of that number; full ids still match exactly, an ambiguous number nothing."""
+    jobs = parse_qstat_json(QSTAT_JSON)
+    found = jobs_by_native_id(jobs, ["0", "1.vm", "7", "x"])
+    assert found == {"0": jobs["0.vm"], "1.vm": jobs["1.vm"]}
+    two_servers = {"5.a": {"job_state": "R"}, "5.b": {"job_state": "Q"}}
+    assert jobs_by_native_id(two_servers, ["5"]) == {}

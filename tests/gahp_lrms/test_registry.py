@@ -308,11 +308,11 @@ def test_every_driver_reads_the_registry_keys_alike(name, tmp_path):
     base = {} if name == "boinc" else {"bin_dir": str(tmp_path / "bin")}  # never run here
     off = get_driver(
         name,
-        {**base, "status_interval": "2.5", "stale_limit_s": 60, "status_registry": "no"},
+        {**base, "status_interval": 2.5, "stale_limit_s": 60, "status_registry": "no"},
         tmp_path,
     )
     assert isinstance(off, RegistryHolder)
-    assert RegistryHolder.registry_keys <= type(off).config_keys
+    assert RegistryHolder.registry_keys <= type(off).known_keys()
     assert (off.status_interval, off.stale_limit_s, off.use_registry) == (2.5, 60.0, False)
     assert off.registry is None
     on = get_driver(name, {**base, "status_interval": 7}, tmp_path / "on")
@@ -321,5 +321,10 @@ def test_every_driver_reads_the_registry_keys_alike(name, tmp_path):
     assert (registry.interval, registry.stale_limit) == (7.0, 1800.0)
     assert registry.journal == tmp_path / "on" / "status-registry.jsonl"
     assert registry.name == ("BOINC project" if name == "boinc" else type(on).system)
-    with pytest.raises(DriverError, match=f"{name} driver: bad numeric option"):
-        get_driver(name, {**base, "stale_limit_s": "soon"}, tmp_path / "bad")
+    for key, value in (("stale_limit_s", "soon"), ("status_interval", "2.5")):
+        with pytest.raises(
+            DriverError, match=f"{name} driver: {key} must be a number of 0 or more, not '"
+        ):
+            get_driver(name, {**base, key: value}, tmp_path / "bad")
+    with pytest.raises(DriverError, match=f"{name} driver: status_registry must be true or"):
+        get_driver(name, {**base, "status_registry": "sometimes"}, tmp_path / "bad")

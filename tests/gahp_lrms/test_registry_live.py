@@ -21,7 +21,7 @@ DONE = (JobStatus.COMPLETED, JobStatus.REMOVED)
 
 
 def _config(system: str, env: dict[str, str]) -> dict[str, str]:
-    config = {"status_interval": str(INTERVAL), "command_timeout": "20"}
+    config = {"status_interval": INTERVAL, "command_timeout": 20}
     if system in ("slurm", "pbs"):
         config["slurm_conf"] = env["SLURM_CONF"]
     else:

@@ -217,7 +217,7 @@ def test_without_parallel_environment(sge_config, tmp_path):
 
 def test_accounting_lag(sge_config, tmp_path, monkeypatch):
     """Until qacct has the job's record, the last state qstat showed is reported."""
-    driver = get_driver("sge", {**sge_config, "accounting_wait_s": "2"}, tmp_path)
+    driver = get_driver("sge", {**sge_config, "accounting_wait_s": 2}, tmp_path)
     jid = driver.submit(JobSpec("/bin/sh", ("-c", "sleep 1; exit 4")))
     wait_status(driver, jid, JobStatus.RUNNING)
     real = driver.accounting
@@ -263,7 +263,7 @@ def test_malformed_id(sge_driver):
 
 
 def test_down_qmaster_is_an_error(sge_config, tmp_path):
-    config = {**sge_config, "sge_qmaster_port": "1", "command_timeout": "20"}
+    config = {**sge_config, "sge_qmaster_port": "1", "command_timeout": 20}
     driver = get_driver("sge", config, tmp_path)
     with pytest.raises(DriverError):
         driver.ping()

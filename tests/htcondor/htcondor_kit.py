@@ -221,10 +221,12 @@ def _children(ppid: int, comm: str) -> list[int]:
     return out
 
 
-def gridmanagers(condor: HTCondor) -> list[int]:
-    """The gridmanager processes of this HTCondor (children of its master's schedd)."""
+def gridmanagers(condor: HTCondor, master_pidfile: Path | None = None) -> list[int]:
+    """The gridmanager processes of this HTCondor (children of its master's schedd; the
+    master's pid file is ``local/run/master.pid`` unless given)."""
+    pidfile = master_pidfile or condor.dir / "local" / "run" / "master.pid"
     try:
-        master = int((condor.dir / "local" / "run" / "master.pid").read_text().strip())
+        master = int(pidfile.read_text().strip())
     except (OSError, ValueError):
         return []
     schedds = _children(master, "condor_schedd")
@@ -259,12 +261,13 @@ def stop_gridmanagers(condor: HTCondor, deadline_s: float = 30) -> None:
 
 
 @contextlib.contextmanager
-def running_emulator(state: Path) -> Iterator[Emulator]:
-    """Run a boinc-emulator (state in ``state``) on a free 127.0.0.1 port; stop it after."""
+def running_emulator(state: Path, *extra: str) -> Iterator[Emulator]:
+    """Run a boinc-emulator (state in ``state``, more options in ``extra``) on a free
+    127.0.0.1 port; stop it after."""
     proc = subprocess.Popen(
         [sys.executable, "-m", "gahp_boinc.emulator", "--state-dir", str(state),
          "--host", "127.0.0.1", "--port", "0", "--job-delay", "0.3", "--volunteers", "4",
-         "--inline-apps"],
+         "--inline-apps", *extra],
         stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
     )
     try:

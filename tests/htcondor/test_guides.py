@@ -4,6 +4,12 @@ Each guide's wrapper script and HTCondor knobs are installed in a personal HTCon
 their own (the release of the running one), with site paths moved under a scratch
 directory, and the guide's submit file runs there.
 
+The switching guides (moving-from-c-blahp.md, moving-from-boinc-c-gahp.md) are followed the
+same way, from a personal HTCondor running the C original: a job submitted through it is in
+flight when the guide's knobs and commands switch HTCondor to ours, and finishes through ours
+(and, for the blahp, a job submitted through ours finishes through the C blahp after the
+guide's rollback).
+
 The BLAH guide's wrapper script, directory set-up, blahpd configuration and HTCondor knob are
 taken from docs/operators/htcondor-blah.md and installed in a personal HTCondor 25.0 of
 their own (site paths such as /opt/gahp and /etc/gahp moved under a scratch directory, the
@@ -13,6 +19,7 @@ Slurm and its "checking by hand" session is replayed through the wrapper as the 
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import shutil
@@ -23,13 +30,28 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from htcondor_kit import DONE, HELD, JOBS_ROOT, HTCondor, owned, wait_for
+from htcondor_kit import (
+    DONE,
+    HELD,
+    JOBS_ROOT,
+    RUNNING,
+    HTCondor,
+    alive,
+    gridmanagers,
+    owned,
+    running_emulator,
+    wait_for,
+)
+from live_services import env_file, unavailable
 
 from gahp_core.testing import GahpClient
 
 ROOT = Path(__file__).resolve().parents[2]
 BLAH_GUIDE = ROOT / "docs" / "operators" / "htcondor-blah.md"
 BOINC_GUIDE = ROOT / "docs" / "operators" / "htcondor-boinc.md"
+MOVE_BLAH = ROOT / "docs" / "operators" / "moving-from-c-blahp.md"
+MOVE_BOINC = ROOT / "docs" / "operators" / "moving-from-boinc-c-gahp.md"
+SHARED = Path(os.environ.get("GAHP_SHARED", ROOT.parent / "shared"))
 FENCE = re.compile(r"^```(?P<lang>[\w-]*)\n(?P<body>.*?)^```\s*$", re.M | re.S)
 
 
@@ -250,3 +272,243 @@ def test_boinc_guide_submit_file_runs_on_htcondor9(boinc_site, emulator):
     assert len(submits) == 1 and f" uppercase {n} " in submits[0], submits
     log = Path(moves["/var/log/gahp"]) / f"BoincGahpLog.{condor.owner}"
     assert log.is_file() and emulator.authenticator not in log.read_text()
+
+
+# ---------------------------------------------------------------------- switching guides
+def ini_block(page: Path, needle: str) -> str:
+    return next(b for b in blocks(page, "ini") if needle in b)
+
+
+def follow_commands(guide: GuideCondor, page: Path) -> None:
+    """Run the page's "tell HTCondor" commands on the guide's HTCondor, whose release has
+    no condor_reconfig: each command the page gives is done here by its equivalent, and a
+    command this function does not know fails the test."""
+    text = next(b for b in blocks(page, "sh") if "condor_reconfig" in b)
+    for line in text.splitlines():
+        command = line.partition("#")[0].strip()
+        if not command:
+            continue
+        if command == "condor_reconfig":  # what it does: SIGHUP to the master
+            os.kill(int(guide.pidfile.read_text().strip()), 1)
+        elif command == "pkill -TERM -f '^condor_gridmanager '":  # this HTCondor's only
+            stopping = gridmanagers(guide.condor, guide.pidfile)
+            for pid in stopping:
+                os.kill(pid, 15)
+            wait_for(lambda pids=stopping: not any(alive(p) for p in pids), 30,
+                     "the gridmanagers to stop", interval=0.2)
+        else:
+            pytest.fail(f"the guide's command {command!r} is not followed by this test")
+
+
+def gahp_banners(condor: HTCondor) -> dict[int, str]:
+    """GAHP pid -> banner, from the GridmanagerLog (the version line precedes the GAHP's
+    first protocol line)."""
+    banners: dict[int, str] = {}
+    pending: str | None = None
+    for path in sorted(condor.log_dir.glob(f"GridmanagerLog.{condor.owner}*"), reverse=True):
+        for line in path.read_text(errors="replace").splitlines():
+            if "GAHP server version:" in line:
+                pending = line.split("GAHP server version:", 1)[1].strip()
+            elif pending is not None and "GAHP[" in line:
+                banners[int(line.split("GAHP[", 1)[1].split("]", 1)[0])] = pending
+                pending = None
+    return banners
+
+
+def served_by(condor: HTCondor, *needles: str) -> list[str]:
+    """The banners of the GAHPs that were sent a request with these needles, in order."""
+    banners = gahp_banners(condor)
+    out = []
+    for line in condor.gahp_lines("<- '", *needles):
+        out.append(banners.get(int(line.split("GAHP[", 1)[1].split("]", 1)[0]), "?"))
+    return out
+
+
+def job_ad(condor: HTCondor, cluster: int, states: tuple[int, ...], what: str,
+           deadline_s: float = 300) -> dict:
+    """The job's ad once it is in one of ``states`` (with its GridJobId, unless DONE); a
+    held job fails at once. The deadline allows for a Slurm busy with other tests' jobs."""
+    def check():
+        ad = condor.ads([cluster]).get((cluster, 0), {})
+        if ad.get("JobStatus") == HELD:
+            pytest.fail(f"{what}: held: {ad.get('HoldReason')}", pytrace=False)
+        if ad.get("JobStatus") in states and (ad.get("GridJobId") or DONE in states):
+            return ad
+        return None
+    return wait_for(check, deadline_s, what)
+
+
+C_BLAHP = "blahp-25.0.13"
+INFN = "INFN blahpd"
+OURS_BLAH = "Python BLAH"
+
+
+def test_moving_from_c_blahp_side_by_side_and_back(need_htcondor, batch_env):
+    """A Slurm job submitted through the C blahp 25.0.13 runs while the guide's side-by-side
+    knob and commands switch `batch slurm` to our blahpd: ours follows the C blahp's job id
+    to the end (with the exact exit code). A job submitted through ours runs while the
+    guide's rollback returns to the C blahp, which follows it to the end."""
+    base = need_htcondor("25.0.13")
+    slurm = batch_env("slurm")
+    assert slurm is not None
+    tarball = SHARED / "blahp" / f"{C_BLAHP}-debian12-x86_64.tar.xz"
+    if not tarball.is_file():
+        unavailable("GAHP_REQUIRE_HTCONDOR", f"no C blahp to move from ({tarball} missing)")
+    site = scratch_site()
+    guide = None
+    clusters: list[int] = []
+    try:
+        subprocess.run(["tar", "-xJf", str(tarball), "-C", str(site)], check=True)
+        c_blahp = site / C_BLAHP
+        with (c_blahp / "etc" / "blah.config").open("a") as fh:  # the site before the move
+            fh.write(f"export SLURM_CONF={slurm['SLURM_CONF']}\n")
+        moves = {
+            **site_moves(site),
+            "/etc/gahp": f"{site}/etc/gahp",
+            "/var/lib/gahp-blah": f"{site}/var/lib/gahp-blah",
+            "/etc/slurm/slurm.conf": slurm["SLURM_CONF"],
+            "/usr/libexec/blahp": f"{c_blahp}/libexec",
+        }
+        install_wrapper(BLAH_GUIDE, "blahpd-wrapper", moves)
+        setup = next(b for b in blocks(BLAH_GUIDE, "sh") if b.lstrip().startswith("install"))
+        for line in relocate(setup, moves).splitlines():
+            command = line.partition("#")[0].strip()
+            if command:
+                subprocess.run(["sh", "-c", f"mkdir -p {site}/var/log {site}/var/lib && "
+                                f"{command}"], check=True)
+        toml = next(b for b in blocks(MOVE_BLAH, "toml") if "[driver.slurm]" in b)
+        conf = Path(relocate("/etc/gahp/blahpd.toml", moves))
+        conf.write_text(relocate(toml, moves))
+        conf.chmod(0o644)
+        before = f"BATCH_GAHP = {c_blahp}/bin/blahpd\nBLAHPD_LOCATION = {c_blahp}\n"
+        guide = GuideCondor(base, site, before, collector_port=19634)
+        condor = guide.condor
+        jobdir = site / "job"
+        jobdir.mkdir()
+        os.chown(jobdir, condor.uid, condor.gid)
+        owned(condor, jobdir / "wait.sh",
+              '#!/bin/sh\nwhile [ ! -e "$1" ]; do sleep 1; done\necho "$2 finished"\nexit $3\n')
+        (jobdir / "wait.sh").chmod(0o755)
+
+        def submit(name: str, code: int) -> int:
+            clusters.append(condor.submit(jobdir, (
+                "universe = grid\ngrid_resource = batch slurm\nexecutable = wait.sh\n"
+                f"arguments = {jobdir}/go-{name} {name} {code}\n"
+                f"output = {name}.out\nerror = {name}.err\nlog = {name}.log\nqueue\n"),
+                name=f"{name}.sub"))
+            return clusters[-1]
+
+        a = submit("a", 7)
+        a_id = job_ad(condor, a, (RUNNING,), "job a to run through the C blahp")["GridJobId"]
+        # side by side: the guide's knob for Slurm, then its commands
+        side = relocate(ini_block(MOVE_BLAH, "SLURM_GAHP"), moves)
+        guide.config.write_text(guide.config.read_text() + side)
+        follow_commands(guide, MOVE_BLAH)
+        b = submit("b", 0)
+        owned(condor, jobdir / "go-a", "")
+        done_a = job_ad(condor, a, (DONE,), "job a to finish through our blahpd")
+        b_id = job_ad(condor, b, (RUNNING,), "job b to run through our blahpd")["GridJobId"]
+        # rolling back: the knob removed, the same commands
+        guide.config.write_text(guide.config.read_text().replace(side, ""))
+        follow_commands(guide, MOVE_BLAH)
+        owned(condor, jobdir / "go-b", "")
+        done_b = job_ad(condor, b, (DONE,), "job b to finish through the C blahp")
+
+        a_blah, b_blah = a_id.split()[-1], b_id.split()[-1]
+        assert re.fullmatch(r"slurm/\d{8}/\d+", a_blah), a_id
+        assert (done_a.get("ExitCode"), (jobdir / "a.out").read_text()) == (7, "a finished\n")
+        assert (done_b.get("ExitCode"), (jobdir / "b.out").read_text()) == (0, "b finished\n")
+        submits = served_by(condor, "BLAH_JOB_SUBMIT")
+        assert len(submits) == 2, submits
+        assert INFN in submits[0] and OURS_BLAH in submits[1], submits  # a by C, b by ours
+        status_a = served_by(condor, "BLAH_JOB_STATUS", f" {a_blah}'")
+        assert INFN in status_a[0] and OURS_BLAH in status_a[-1], status_a
+        status_b = served_by(condor, "BLAH_JOB_STATUS", f" {b_blah}'")
+        assert OURS_BLAH in status_b[0] and INFN in status_b[-1], status_b
+    finally:
+        if guide is not None:
+            for name in ("go-a", "go-b"):  # a failed run's jobs end, not wait in Slurm
+                with contextlib.suppress(OSError):
+                    owned(guide.condor, site / "job" / name, "")
+            guide.condor.remove(clusters)
+            guide.stop()
+        if os.environ.get("GAHP_HTCONDOR_KEEP") != "1":
+            shutil.rmtree(site, ignore_errors=True)
+
+
+OURS_BOINC = "Python BOINC GAHP"
+C_BOINC = "BOINC 8.3.0 GAHP"
+
+
+def c_boinc_gahp() -> Path:
+    """BOINC's C GAHP, built with the real BOINC server's bundle (`.ci/boinc-server-up.sh`)."""
+    env = Path(os.environ.get("GAHP_BOINC_DIR", "/tmp/gahp-boinc-server")) / "env"
+    path = Path(env_file(env).get("GAHP_BOINC_C_GAHP") or "/nonexistent")
+    if not os.access(path, os.X_OK):
+        unavailable("GAHP_REQUIRE_HTCONDOR", f"no BOINC C GAHP to move from ({path}; "
+                    "`bash .ci/boinc-server-up.sh` writes GAHP_BOINC_C_GAHP in {env})")
+    return path
+
+
+def test_moving_from_boinc_c_gahp_jobs_on_the_project_finish(need_htcondor, tmp_path):
+    """The guide's submit file runs through BOINC's C GAHP (HTCondor 9.12, the emulator with
+    its volunteer paused, so the jobs wait on the project); the guide's knob and commands
+    switch to boinc-gahp, the volunteer starts, and boinc-gahp polls the C GAHP's batch,
+    fetches every job's output and retires the batch."""
+    base = need_htcondor("9.12.0")
+    c_gahp = c_boinc_gahp()
+    site = scratch_site()
+    guide = None
+    try:
+        with running_emulator(tmp_path / "project", "--paused") as emulator:
+            moves = {
+                **site_moves(site),
+                "https://boinc.example.org/myproject/": emulator.url,
+                "/home/alice/.boinc/myproject.auth": f"{site}/job/myproject.auth",
+            }
+            install_wrapper(BOINC_GUIDE, "boinc-gahp-wrapper", moves)
+            logs = Path(moves["/var/log/gahp"])
+            logs.mkdir(parents=True)
+            logs.chmod(0o1777)
+            guide = GuideCondor(base, site, f"BOINC_GAHP = {c_gahp}\n", collector_port=19635)
+            condor = guide.condor
+            jobdir = site / "job"
+            jobdir.mkdir()
+            os.chown(jobdir, condor.uid, condor.gid)
+            owned(condor, jobdir / "myproject.auth", emulator.authenticator + "\n")
+            owned(condor, jobdir / "in", "on the project before the switch\n")
+            submit = relocate(
+                next(b for b in blocks(BOINC_GUIDE, "text") if "grid_resource" in b), moves
+            )
+            n = int(re.search(r"^queue (\d+)$", submit, re.M)[1])
+            cluster = condor.submit(jobdir, submit)
+            wait_for(lambda: condor.gahp_lines("<- 'BOINC_QUERY_BATCHES"), 120,
+                     "the C GAHP to submit the batch and poll it")
+            assert emulator.workunits() == n
+            # the switch: the guide's knob, then its commands
+            switch = relocate(ini_block(MOVE_BOINC, "BOINC_GAHP"), moves)
+            guide.config.write_text(guide.config.read_text() + switch)
+            follow_commands(guide, MOVE_BOINC)
+            emulator.proc.send_signal(12)  # SIGUSR2: the volunteer starts
+            ads = wait_for(
+                lambda: (lambda a: a if len(a) == n and all(
+                    x.get("JobStatus") in (DONE, HELD) for x in a.values()) else None)(
+                    condor.ads([cluster])),
+                180, "the C GAHP's jobs to finish through boinc-gahp",
+            )
+            for (_, proc), ad in sorted(ads.items()):
+                assert ad.get("JobStatus") == DONE, (proc, ad.get("HoldReason"))
+                text = (jobdir / f"out.{proc}").read_text()
+                assert text == "ON THE PROJECT BEFORE THE SWITCH\n", (proc, text)
+            assert emulator.workunits() == n  # nothing submitted again
+            submits = served_by(condor, "BOINC_SUBMIT ")
+            assert len(submits) == 1 and C_BOINC in submits[0], submits
+            fetches = served_by(condor, "BOINC_FETCH_OUTPUT ")
+            assert len(fetches) >= n and all(OURS_BOINC in s for s in fetches), fetches
+            retired = served_by(condor, "BOINC_RETIRE_BATCH ")
+            assert retired and all(OURS_BOINC in s for s in retired), retired
+    finally:
+        if guide is not None:
+            guide.stop()
+        if os.environ.get("GAHP_HTCONDOR_KEEP") != "1":
+            shutil.rmtree(site, ignore_errors=True)

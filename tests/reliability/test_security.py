@@ -20,9 +20,10 @@ import attrs
 import pytest
 from relkit import BLAHPD, BOINC_GAHP, select, submit_args, wait_done
 
+from gahp_boinc import OutputError
+from gahp_boinc._outputs import safe_logical_name
+from gahp_boinc._rpc import BoincRpc
 from gahp_boinc.emulator import EmulatorServer, apps, handlers, responses
-from gahp_boinc.outputs import OutputError, safe_logical_name
-from gahp_boinc.rpc import BoincRpc
 from gahp_core.testing import GahpClient
 
 # ---- the authenticator stays secret ------------------------------------------------------------

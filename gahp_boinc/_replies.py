@@ -14,17 +14,7 @@ import xml.etree.ElementTree as ET
 from typing import Any
 from xml.parsers.expat import ExpatError
 
-from gahp_boinc.errors import BoincError
-
-
-class RpcError(BoincError):
-    """A BOINC RPC failed: server error, HTTP failure, unreadable reply or timeout."""
-
-    def __init__(self, message: str, *, code: int | None = None, retryable: bool = False) -> None:
-        super().__init__(message)
-        self.code = code
-        self.retryable = retryable
-
+from gahp_boinc._errors import BoincError, RpcError, rpc_error
 
 _DECL = re.compile(rb"^\s*<\?xml[^>]*\?>\s*")
 _ABORTED = re.compile(rb"<aborted [^>]*>")
@@ -59,7 +49,7 @@ def top_level_error(body: bytes, command: str) -> RpcError | None:
     if code == 0:
         return None
     message = decode_text(m.group(2)).strip() or "unknown error"
-    return RpcError(message, code=code)
+    return rpc_error(message, message, code=code)
 
 
 def parse_reply(body: bytes, command: str) -> dict[str, Any]:

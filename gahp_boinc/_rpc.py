@@ -26,10 +26,10 @@ from urllib.parse import quote
 
 import attrs
 
+from gahp_boinc._errors import NoOutput, RpcError, rpc_error
 from gahp_boinc._http import HttpTimeout, HttpTransportError, PlainHttp, Reply
-from gahp_boinc.replies import (
+from gahp_boinc._replies import (
     _DECL,
-    RpcError,
     as_list,
     clean_stderr,
     decode_text,
@@ -414,7 +414,7 @@ class BoincRpc:
         body = resp.content
         err = top_level_error(body, command)
         if err is not None:
-            return RpcError(f"{command}: HTTP {status}: {err}", code=err.code)
+            return err.reworded(f"{command}: HTTP {status}: {err}")
         snippet = decode_text(body[:160]).strip().replace("\n", " ")
         retryable = status in (502, 503, 504)
         err = RpcError(
@@ -639,7 +639,7 @@ class BoincRpc:
             partial = getattr(exc, "body", b"")
             if getattr(exc, "status", None) == 500 and b"<error_mask>" in partial:
                 mask = partial_fields(partial).get("error_mask", "?")
-                raise RpcError(
+                raise NoOutput(
                     f"job {job_name} has no completed instance (error_mask {mask}; "
                     f"{_error_mask_text(mask)}): no output to fetch"
                 ) from None
@@ -826,7 +826,7 @@ class BoincRpc:
                     text = decode_text((await resp.aread())[:300]).strip()
                     if text.startswith("ERROR:"):
                         text = text[6:].strip()
-                    raise RpcError(f"get_output failed for {what}: {text}")
+                    raise rpc_error(f"get_output failed for {what}: {text}", text)
                 size = 0
                 fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
                 with os.fdopen(fd, "wb") as fh:

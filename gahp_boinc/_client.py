@@ -29,51 +29,35 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import attrs
 
-from gahp_boinc.errors import BoincError
-from gahp_boinc.outputs import FetchRequest, OutputError, fetch_output
-from gahp_boinc.replies import RpcError
-from gahp_boinc.rpc import (
+from gahp_boinc._errors import BoincError
+from gahp_boinc._outputs import FetchRequest, fetch_output
+from gahp_boinc._rpc import (
     BatchDetail,
     BatchInfo,
     BoincRpc,
     CompletedJob,
     JobCounts,
-    JobDetail,
     JobInput,
     JobInstance,
     JobParams,
     Project,
     Templates,
 )
-from gahp_boinc.staging import Md5Cache, StagingError, command_line
-from gahp_boinc.submit import BoincJob, SubmitReport, SubmitRequest, SubmitState, submit
+from gahp_boinc._staging import Md5Cache, check_input, command_line, physical_name
+from gahp_boinc._submit import (
+    BoincJob,
+    SubmitReport,
+    SubmitRequest,
+    SubmitState,
+    hash_all,
+    submit,
+)
+from gahp_core import ConfigError, http_url
 
 if TYPE_CHECKING:
     import ssl
 
     import httpx
-
-__all__ = [
-    "BatchDetail",
-    "BatchInfo",
-    "BatchStates",
-    "BoincClient",
-    "BoincError",
-    "CompletedJob",
-    "Job",
-    "JobCounts",
-    "JobDetail",
-    "JobInput",
-    "JobInstance",
-    "JobParams",
-    "OutputError",
-    "Project",
-    "RpcError",
-    "StagingError",
-    "SubmitReport",
-    "SyncBoincClient",
-    "Templates",
-]
 
 T = TypeVar("T")
 
@@ -83,8 +67,10 @@ FINAL_STATES = frozenset({"DONE", "ERROR"})
 
 def project(url: str, authenticator: str) -> Project:
     """A :class:`Project` with its URL ending in ``/`` (as the RPC pages are under it)."""
-    if not url.startswith(("http://", "https://")):
-        raise ValueError(f"project URL must start with http:// or https://: {url!r}")
+    try:
+        url = http_url(url, "project URL")
+    except ConfigError as exc:
+        raise ValueError(str(exc)) from None
     return Project(url=url if url.endswith("/") else url + "/", authenticator=authenticator)
 
 
@@ -204,7 +190,7 @@ class BoincClient:
     @property
     def http(self) -> httpx.AsyncClient:
         """The pooled httpx client (TLS and proxied projects; plain-HTTP requests use a
-        leaner client of their own, see :mod:`gahp_boinc.rpc`)."""
+        leaner client of their own, see :mod:`gahp_boinc._rpc`)."""
         return self.rpc.client
 
     @property
@@ -415,6 +401,13 @@ class BoincClient:
         return await self.rpc.download_batch_outputs(p, info.id, Path(dest))
 
     # ---- operations -------------------------------------------------------------------------
+
+    async def physical_names(self, paths: Sequence[str | Path]) -> list[str]:
+        """The names :meth:`submit` gives these files on the project (MD5 of the content
+        plus the extension), each file hashed off the event loop and remembered."""
+        files = [Path(p) for p in paths]
+        digests = await hash_all(files, self.md5, self.run_in_worker)
+        return [physical_name(d, str(f)) for d, f in zip(digests, files, strict=True)]
 
     async def submit(
         self,
@@ -673,24 +666,55 @@ class SyncBoincClient:
     def calls(self) -> dict[str, int]:
         return self.client.calls
 
-    # Each method is the :class:`BoincClient` method of the same name.
+    # Each method is the blocking twin of the :class:`BoincClient` method of the same name,
+    # with its signature (tests/gahp_boinc/test_boinc_public_api.py checks it).
 
-    def ping(self, **kw: Any) -> None:
-        return self.run(self.client.ping(**kw))
+    def ping(self, *, project: Project | None = None) -> None:
+        """Blocking :meth:`BoincClient.ping`."""
+        return self.run(self.client.ping(project=project))
 
-    def get_templates(self, app_name: str | None = None, **kw: Any) -> Templates:
-        return self.run(self.client.get_templates(app_name, **kw))
+    def get_templates(
+        self,
+        app_name: str | None = None,
+        *,
+        job_name: str | None = None,
+        project: Project | None = None,
+    ) -> Templates:
+        """Blocking :meth:`BoincClient.get_templates`."""
+        return self.run(self.client.get_templates(app_name, job_name=job_name, project=project))
 
-    def create_batch(self, batch_name: str, app_name: str, expire_time: float, **kw: Any) -> int:
-        return self.run(self.client.create_batch(batch_name, app_name, expire_time, **kw))
+    def create_batch(
+        self,
+        batch_name: str,
+        app_name: str,
+        expire_time: float,
+        *,
+        project: Project | None = None,
+    ) -> int:
+        """Blocking :meth:`BoincClient.create_batch`."""
+        return self.run(
+            self.client.create_batch(batch_name, app_name, expire_time, project=project)
+        )
 
     def query_files(
-        self, names: Sequence[str], batch_id: int | None = None, **kw: Any
+        self,
+        names: Sequence[str],
+        batch_id: int | None = None,
+        *,
+        project: Project | None = None,
     ) -> list[int]:
-        return self.run(self.client.query_files(names, batch_id, **kw))
+        """Blocking :meth:`BoincClient.query_files`."""
+        return self.run(self.client.query_files(names, batch_id, project=project))
 
-    def upload_files(self, batch_id: int, files: Sequence[tuple[str, Path]], **kw: Any) -> None:
-        return self.run(self.client.upload_files(batch_id, files, **kw))
+    def upload_files(
+        self,
+        batch_id: int,
+        files: Sequence[tuple[str, Path]],
+        *,
+        project: Project | None = None,
+    ) -> None:
+        """Blocking :meth:`BoincClient.upload_files`."""
+        return self.run(self.client.upload_files(batch_id, files, project=project))
 
     def submit_batch(
         self,
@@ -698,61 +722,121 @@ class SyncBoincClient:
         app_name: str,
         jobs: Sequence[JobInput],
         params: JobParams | None = None,
-        **kw: Any,
+        *,
+        project: Project | None = None,
     ) -> None:
-        return self.run(self.client.submit_batch(batch_id, app_name, jobs, params, **kw))
+        """Blocking :meth:`BoincClient.submit_batch`."""
+        return self.run(
+            self.client.submit_batch(batch_id, app_name, jobs, params, project=project)
+        )
 
-    def query_batches(self, **kw: Any) -> list[BatchInfo]:
-        return self.run(self.client.query_batches(**kw))
+    def query_batches(
+        self, *, get_cpu_time: bool = False, project: Project | None = None
+    ) -> list[BatchInfo]:
+        """Blocking :meth:`BoincClient.query_batches`."""
+        return self.run(self.client.query_batches(get_cpu_time=get_cpu_time, project=project))
 
-    def query_batch(self, batch_name: str, **kw: Any) -> BatchDetail:
-        return self.run(self.client.query_batch(batch_name, **kw))
+    def query_batch(
+        self,
+        batch_name: str,
+        *,
+        get_job_details: bool = True,
+        get_cpu_time: bool = False,
+        project: Project | None = None,
+    ) -> BatchDetail:
+        """Blocking :meth:`BoincClient.query_batch`."""
+        return self.run(
+            self.client.query_batch(
+                batch_name,
+                get_job_details=get_job_details,
+                get_cpu_time=get_cpu_time,
+                project=project,
+            )
+        )
 
     def query_batch2(
-        self, batch_names: Sequence[str], min_mod_time: str | float = "0", **kw: Any
+        self,
+        batch_names: Sequence[str],
+        min_mod_time: str | float = "0",
+        *,
+        project: Project | None = None,
     ) -> BatchStates:
-        return self.run(self.client.query_batch2(batch_names, min_mod_time, **kw))
+        """Blocking :meth:`BoincClient.query_batch2`."""
+        return self.run(self.client.query_batch2(batch_names, min_mod_time, project=project))
 
-    def query_completed_job(self, job_name: str, **kw: Any) -> CompletedJob:
-        return self.run(self.client.query_completed_job(job_name, **kw))
+    def query_completed_job(
+        self, job_name: str, *, project: Project | None = None
+    ) -> CompletedJob:
+        """Blocking :meth:`BoincClient.query_completed_job`."""
+        return self.run(self.client.query_completed_job(job_name, project=project))
 
-    def abort_jobs(self, job_names: Sequence[str], **kw: Any) -> None:
-        return self.run(self.client.abort_jobs(job_names, **kw))
+    def abort_jobs(self, job_names: Sequence[str], *, project: Project | None = None) -> None:
+        """Blocking :meth:`BoincClient.abort_jobs`."""
+        return self.run(self.client.abort_jobs(job_names, project=project))
 
     def estimate_batch(
         self,
         app_name: str,
         jobs: Sequence[Job | JobInput],
         params: JobParams | None = None,
-        **kw: Any,
+        *,
+        project: Project | None = None,
     ) -> float:
-        return self.run(self.client.estimate_batch(app_name, jobs, params, **kw))
+        """Blocking :meth:`BoincClient.estimate_batch`."""
+        return self.run(self.client.estimate_batch(app_name, jobs, params, project=project))
 
-    def get_job_counts(self, **kw: Any) -> JobCounts:
-        return self.run(self.client.get_job_counts(**kw))
+    def get_job_counts(self, *, project: Project | None = None) -> JobCounts:
+        """Blocking :meth:`BoincClient.get_job_counts`."""
+        return self.run(self.client.get_job_counts(project=project))
 
-    def query_job(self, job_id: int, **kw: Any) -> tuple[JobInstance, ...]:
-        return self.run(self.client.query_job(job_id, **kw))
+    def query_job(
+        self, job_id: int, *, project: Project | None = None
+    ) -> tuple[JobInstance, ...]:
+        """Blocking :meth:`BoincClient.query_job`."""
+        return self.run(self.client.query_job(job_id, project=project))
 
-    def abort_batch(self, batch_name: str, **kw: Any) -> None:
-        return self.run(self.client.abort_batch(batch_name, **kw))
+    def abort_batch(self, batch_name: str, *, project: Project | None = None) -> None:
+        """Blocking :meth:`BoincClient.abort_batch`."""
+        return self.run(self.client.abort_batch(batch_name, project=project))
+
+    def retire_batch(self, batch_name: str, *, project: Project | None = None) -> None:
+        """Blocking :meth:`BoincClient.retire_batch`."""
+        return self.run(self.client.retire_batch(batch_name, project=project))
+
+    def set_expire_time(
+        self, batch_name: str, expire_time: float, *, project: Project | None = None
+    ) -> None:
+        """Blocking :meth:`BoincClient.set_expire_time`."""
+        return self.run(self.client.set_expire_time(batch_name, expire_time, project=project))
+
+    def get_output(
+        self, job_name: str, file_num: int, dest: str | Path, *, project: Project | None = None
+    ) -> int:
+        """Blocking :meth:`BoincClient.get_output`."""
+        return self.run(self.client.get_output(job_name, file_num, dest, project=project))
 
     def get_instance_output(
-        self, instance_name: str, file_num: int, dest: str | Path, **kw: Any
+        self,
+        instance_name: str,
+        file_num: int,
+        dest: str | Path,
+        *,
+        project: Project | None = None,
     ) -> int:
-        return self.run(self.client.get_instance_output(instance_name, file_num, dest, **kw))
+        """Blocking :meth:`BoincClient.get_instance_output`."""
+        return self.run(
+            self.client.get_instance_output(instance_name, file_num, dest, project=project)
+        )
 
-    def get_batch_outputs(self, batch_name: str, dest: str | Path, **kw: Any) -> int:
-        return self.run(self.client.get_batch_outputs(batch_name, dest, **kw))
+    def get_batch_outputs(
+        self, batch_name: str, dest: str | Path, *, project: Project | None = None
+    ) -> int:
+        """Blocking :meth:`BoincClient.get_batch_outputs`."""
+        return self.run(self.client.get_batch_outputs(batch_name, dest, project=project))
 
-    def retire_batch(self, batch_name: str, **kw: Any) -> None:
-        return self.run(self.client.retire_batch(batch_name, **kw))
-
-    def set_expire_time(self, batch_name: str, expire_time: float, **kw: Any) -> None:
-        return self.run(self.client.set_expire_time(batch_name, expire_time, **kw))
-
-    def get_output(self, job_name: str, file_num: int, dest: str | Path, **kw: Any) -> int:
-        return self.run(self.client.get_output(job_name, file_num, dest, **kw))
+    def physical_names(self, paths: Sequence[str | Path]) -> list[str]:
+        """Blocking :meth:`BoincClient.physical_names`."""
+        return self.run(self.client.physical_names(paths))
 
     def submit(
         self,
@@ -760,21 +844,76 @@ class SyncBoincClient:
         app_name: str,
         jobs: Sequence[Job | BoincJob],
         params: JobParams | None = None,
-        **kw: Any,
+        *,
+        lease_seconds: float | None = None,
+        project: Project | None = None,
     ) -> SubmitReport:
-        return self.run(self.client.submit(batch_name, app_name, jobs, params, **kw))
+        """Blocking :meth:`BoincClient.submit`."""
+        return self.run(
+            self.client.submit(
+                batch_name, app_name, jobs, params, lease_seconds=lease_seconds, project=project
+            )
+        )
 
-    def wait(self, batch_names: str | Sequence[str], **kw: Any) -> dict[str, str]:
-        return self.run(self.client.wait(batch_names, **kw))
+    def submit_request(
+        self, req: SubmitRequest, *, lease_seconds: float | None = None
+    ) -> SubmitReport:
+        """Blocking :meth:`BoincClient.submit_request`."""
+        return self.run(self.client.submit_request(req, lease_seconds=lease_seconds))
 
-    def fetch_output(self, job_name: str, directory: str | Path, **kw: Any) -> CompletedJob:
-        return self.run(self.client.fetch_output(job_name, directory, **kw))
+    def wait(
+        self,
+        batch_names: str | Sequence[str],
+        *,
+        interval: float = 1.0,
+        timeout: float | None = None,
+        project: Project | None = None,
+    ) -> dict[str, str]:
+        """Blocking :meth:`BoincClient.wait`."""
+        return self.run(
+            self.client.wait(batch_names, interval=interval, timeout=timeout, project=project)
+        )
 
-    def abort(self, job_names: str | Sequence[str], **kw: Any) -> None:
-        return self.run(self.client.abort(job_names, **kw))
+    def fetch_output(
+        self,
+        job_name: str,
+        directory: str | Path,
+        *,
+        stderr_file: str | Path | None = None,
+        files: Mapping[str, str | Path] | None = None,
+        project: Project | None = None,
+    ) -> CompletedJob:
+        """Blocking :meth:`BoincClient.fetch_output`."""
+        return self.run(
+            self.client.fetch_output(
+                job_name, directory, stderr_file=stderr_file, files=files, project=project
+            )
+        )
 
-    def lease(self, batch_name: str, seconds: float, **kw: Any) -> float:
-        return self.run(self.client.lease(batch_name, seconds, **kw))
+    def fetch_request(
+        self, req: FetchRequest, output_names: tuple[str, ...] | None = None
+    ) -> CompletedJob:
+        """Blocking :meth:`BoincClient.fetch_request`."""
+        return self.run(self.client.fetch_request(req, output_names))
 
-    def retire(self, batch_name: str, **kw: Any) -> None:
-        return self.run(self.client.retire(batch_name, **kw))
+    def abort(self, job_names: str | Sequence[str], *, project: Project | None = None) -> None:
+        """Blocking :meth:`BoincClient.abort`."""
+        return self.run(self.client.abort(job_names, project=project))
+
+    def lease(self, batch_name: str, seconds: float, *, project: Project | None = None) -> float:
+        """Blocking :meth:`BoincClient.lease`."""
+        return self.run(self.client.lease(batch_name, seconds, project=project))
+
+    def retire(self, batch_name: str, *, project: Project | None = None) -> None:
+        """Blocking :meth:`BoincClient.retire`."""
+        return self.run(self.client.retire(batch_name, project=project))
+
+
+def check_job(job: Job | BoincJob) -> None:
+    """Raise :class:`StagingError` unless ``job`` can be submitted as far as can be told
+    locally: each input a readable regular file, the arguments passable to BOINC's job
+    creator. Nothing is sent (:meth:`BoincClient.submit` checks the same first)."""
+    spec = job.spec() if isinstance(job, Job) else job
+    for src, _ in spec.inputs:
+        check_input(Path(src))
+    command_line(spec.args)

@@ -10,15 +10,11 @@ from collections import OrderedDict
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
-from gahp_boinc.errors import BoincError
+from gahp_boinc._errors import StagingError
 
 _EXT_OK = re.compile(r"^\.[A-Za-z0-9_\-. ]*$")
 _ARG_PLAIN = re.compile(r"^[A-Za-z0-9_\-.,:/=+@%]+$")
 _UNPASSABLE = frozenset("'\"\n\r\\$`")
-
-
-class StagingError(BoincError):
-    """An input file or argument that cannot be sent to BOINC."""
 
 
 def physical_name(md5_hex: str, local_name: str) -> str:

@@ -17,9 +17,9 @@ from typing import Any
 
 import attrs
 
-from gahp_boinc.replies import RpcError
-from gahp_boinc.rpc import BoincRpc, JobInput, JobParams, Project
-from gahp_boinc.staging import Md5Cache, StagingError, check_input, command_line, physical_name
+from gahp_boinc._errors import RpcError, StagingError
+from gahp_boinc._rpc import BoincRpc, JobInput, JobParams, Project
+from gahp_boinc._staging import Md5Cache, check_input, command_line, physical_name
 
 log = logging.getLogger("gahp.boinc.submit")
 
@@ -191,10 +191,12 @@ async def submit(
 
 
 async def _step(what: str, aw: Awaitable[Any]) -> Any:
+    """Await one RPC of a submission; its error says which step failed and keeps its
+    class, code and retryability (and the RPC's error as its cause)."""
     try:
         return await aw
     except RpcError as exc:
-        raise RpcError(f"error {what}: {exc}", code=exc.code) from None
+        raise exc.reworded(f"error {what}: {exc}") from exc
 
 
 async def hash_all(
@@ -244,7 +246,7 @@ async def _create_batch(
         return await rpc.create_batch(project, req.batch, req.app, expire)
     except RpcError as exc:
         if not exc.retryable:
-            raise RpcError(f"error creating batch: {exc}", code=exc.code) from None
+            raise exc.reworded(f"error creating batch: {exc}") from exc
         log.warning("create_batch for %s failed (%s): looking for the batch", req.batch, exc)
     found = await _find_init_batch(rpc, project, req.batch)
     if found is not None:
@@ -252,14 +254,14 @@ async def _create_batch(
     try:
         return await rpc.create_batch(project, req.batch, req.app, expire)
     except RpcError as exc:
-        raise RpcError(f"error creating batch: {exc}", code=exc.code) from None
+        raise exc.reworded(f"error creating batch: {exc}") from exc
 
 
 async def _find_init_batch(rpc: BoincRpc, project: Project, name: str) -> int | None:
     try:
         batches = await rpc.query_batches(project)
     except RpcError as exc:
-        raise RpcError(f"error creating batch: {exc}", code=exc.code) from None
+        raise exc.reworded(f"error creating batch: {exc}") from exc
     for b in batches:
         if (
             str(b.get("name", "")).strip() == name

@@ -13,15 +13,10 @@ from pathlib import Path
 
 import attrs
 
-from gahp_boinc.errors import BoincError
-from gahp_boinc.replies import RpcError
-from gahp_boinc.rpc import BoincRpc, CompletedJob, Project, part_path
+from gahp_boinc._errors import OutputError, RpcError
+from gahp_boinc._rpc import BoincRpc, CompletedJob, Project, part_path
 
 log = logging.getLogger("gahp.boinc.outputs")
-
-
-class OutputError(BoincError):
-    """A local problem placing outputs (bad destination, unsafe name)."""
 
 
 @attrs.frozen

@@ -1,0 +1,177 @@
+#!/usr/bin/env bash
+# Start (or stop) a loopback HTCondor-CE 25.0.1 whose job router hands `batch slurm`, `batch
+# pbs` and `batch lsf` jobs to this checkout's blahpd, as a grid site runs it.
+#
+# Usage (as root):   bash .ci/htcondor-ce-up.sh          # start it (idempotent)
+#                    bash .ci/htcondor-ce-up.sh --down   # stop it
+#
+# The CE is brought up by the shared recipe ${GAHP_SHARED:-<checkout>/../shared}/htcondor-ce/
+# htcondor-ce-setup.sh (phases htcondor ce venv config, then start) in $GAHP_HTCONDOR_CE_DIR
+# (default /tmp/gahp-htcondor-ce), in ROOT mode: the daemons run as a service user (cedaemon),
+# the jobs belong to another user (ceuser1), and the gridmanager runs blahpd as the job owner.
+# blahpd is this checkout's HEAD (the recipe installs `git archive HEAD` with the `htcondor`
+# 25.0.13 wheel from PyPI into $DIR/venv).
+#
+# On top of the recipe (which keeps the Slurm route only):
+# * three routes, chosen by the job's `+GahpLrms` attribute ("pbs", "lsf"; Slurm otherwise),
+#   each the CE's own route for that batch system; PBS and LSF only when .ci/pbs-up.sh and
+#   .ci/lsf-up.sh ran first (their env files name the commands' directories);
+# * blahpd.toml gets the [driver.pbs] and [driver.lsf] sections and the blahpd wrapper exports
+#   PBS_CONF_FILE and LSF_ENVDIR;
+# * a site-script directory ($DIR/site-scripts, [site] local_submit_attributes_dir), empty:
+#   tests put C-blahp-style <lrms>_local_submit_attributes.sh scripts there;
+# * faster polling for tests (job router 2 s, gridmanager job probe 2 s, schedd interval 5 s).
+#
+# It waits until condor_ce_q answers as the job owner, then writes $DIR/env (the CE's bin
+# directory and config, the users, the routes, the log directories), which tests/htcondor_ce
+# reads, and prints it.
+set -euo pipefail
+
+log() { printf 'htcondor-ce-up: %s\n' "$*" >&2; }
+die() {
+    log "ERROR: $*"
+    for f in "${DIR:-/nonexistent}"/local-root/log/{MasterLog,SchedLog,JobRouterLog}; do
+        if [ -f "$f" ]; then
+            printf '\n===== %s (last 30 lines) =====\n' "$f" >&2
+            tail -n 30 "$f" >&2 || true
+        fi
+    done
+    exit 1
+}
+
+DOWN=0
+if [ "${1:-}" = "--down" ]; then DOWN=1; shift; fi
+[ "$(id -u)" -eq 0 ] || die "run as root (the CE's daemons and its jobs belong to other users)"
+
+ROOT="$(cd "$(dirname "$0")/.." && pwd)"
+SHARED="${GAHP_SHARED:-$ROOT/../shared}"
+BUNDLE="$SHARED/htcondor-ce"
+DIR="${GAHP_HTCONDOR_CE_DIR:-/tmp/gahp-htcondor-ce}"
+RECIPE="$BUNDLE/htcondor-ce-setup.sh"
+DAEMON_USER=cedaemon
+JOB_USER=ceuser1
+LOCAL="$DIR/local-root"
+CE="$DIR/ce-root"
+
+recipe() {
+    WORK="$DIR" MODE=root DAEMON_USER="$DAEMON_USER" JOB_USER="$JOB_USER" PORT="${PORT:-19719}" \
+        HTC_CE_BUNDLE="$BUNDLE/htcondor-25.0.13-ce-debian12-x86_64.tar.xz" \
+        CE_TREE="$BUNDLE/htcondor-ce-25.0.1-tree.tar.xz" GAHP_SRC="$ROOT" \
+        SLURM_CONF="$SLURM_CONF_FILE" bash "$RECIPE" "$@"
+}
+SLURM_CONF_FILE="${SLURM_CONF:-${GAHP_SLURM_DIR:-/tmp/gahp-slurm}/slurm.conf}"
+
+master_alive() {
+    local p
+    p="$(cat "$LOCAL/run/master.pid" 2>/dev/null || true)"
+    [ -n "$p" ] && kill -0 "$p" 2>/dev/null
+}
+
+if [ "$DOWN" = 1 ]; then
+    if master_alive; then
+        p="$(cat "$LOCAL/run/master.pid")"
+        kill -TERM "$p"
+        for _ in $(seq 1 60); do kill -0 "$p" 2>/dev/null || break; sleep 1; done
+        kill -0 "$p" 2>/dev/null && { log "master $p still up after 60 s: killing"; kill -KILL "$p"; }
+        log "stopped"
+    fi
+    # every daemon of the CE runs as the service user; nothing of it may outlive it
+    pkill -u "$DAEMON_USER" -f "$DIR/" 2>/dev/null || true
+    exit 0
+fi
+
+[ -f "$RECIPE" ] || die "no HTCondor-CE bundle at $BUNDLE (set GAHP_SHARED)"
+if master_alive && [ -f "$DIR/env" ]; then
+    cat "$DIR/env"
+    exit 0
+fi
+
+# ---------------------------------------------------------------- the recipe's phases
+mkdir -p "$DIR"
+if [ -z "${PORT:-}" ]; then
+    PORT="$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')"
+fi
+export PORT
+recipe htcondor ce venv config >"$DIR/setup.log" 2>&1 || { tail -n 40 "$DIR/setup.log" >&2; die "the recipe failed"; }
+
+# ---------------------------------------------------------------- PBS and LSF beside Slurm
+env_value() { # file name -> the value of "export name=value" in file (empty when none)
+    [ -f "$1" ] && sed -n "s/^\(export \)\{0,1\}$2=//p" "$1" | tail -n 1 | tr -d "'\""
+}
+PBS_ENV_FILE="${GAHP_PBS_DIR:-/tmp/gahp-pbs}/env"
+LSF_ENV_FILE="${GAHP_LSF_DIR:-/tmp/gahp-lsf}/env"
+PBS_BIN_DIR="$(env_value "$PBS_ENV_FILE" GAHP_PBS_BIN_DIR || true)"
+PBS_CONF_VALUE="$(env_value "$PBS_ENV_FILE" PBS_CONF_FILE || true)"
+LSF_ENVDIR_VALUE="$(env_value "$LSF_ENV_FILE" LSF_ENVDIR || true)"
+
+VENV="$DIR/venv"
+# the site's <lrms>_local_submit_attributes.sh scripts (root's, readable by the job owners)
+mkdir -p "$DIR/site-scripts" && chmod 755 "$DIR/site-scripts"
+cat >"$DIR/bin/blahpd-wrapper" <<EOF
+#!/bin/sh
+# BATCH_GAHP of the CI's HTCondor-CE (written by .ci/htcondor-ce-up.sh); runs as the job owner;
+# nothing here writes to stdout.
+export SLURM_CONF="$SLURM_CONF_FILE"
+if [ -n "$PBS_CONF_VALUE" ]; then export PBS_CONF_FILE="$PBS_CONF_VALUE"; fi
+if [ -n "$LSF_ENVDIR_VALUE" ]; then export LSF_ENVDIR="$LSF_ENVDIR_VALUE"; fi
+exec "$VENV/bin/blahpd" --config "$DIR/blahpd.toml" --log "$DIR/blahlog/BlahpdLog.\$(id -un)" \\
+    --state-dir "$DIR/blah-users/\$(id -un)" "\$@"
+EOF
+chmod 755 "$DIR/bin/blahpd-wrapper"
+
+{
+    printf '# blahpd under the CI HTCondor-CE (written by .ci/htcondor-ce-up.sh)\n'
+    printf 'drivers = ["slurm", "pbs", "lsf", "fork"]\n\n[driver.slurm]\nslurm_conf = "%s"\n' "$SLURM_CONF_FILE"
+    if [ -n "$PBS_BIN_DIR" ]; then printf '\n[driver.pbs]\nbin_dir = "%s"\n' "$PBS_BIN_DIR"; fi
+    if [ -n "$LSF_ENVDIR_VALUE" ]; then printf '\n[driver.lsf]\nlsf_envdir = "%s"\n' "$LSF_ENVDIR_VALUE"; fi
+    printf '\n[site]\nlocal_submit_attributes_dir = "%s"\n' "$DIR/site-scripts"
+} >"$DIR/blahpd.toml"
+
+ROUTES="Slurm_Cluster"
+route() { # name lrms requirement
+    printf 'JOB_ROUTER_ROUTE_%s @=jrt\n  REQUIREMENTS %s\n  TargetUniverse = 9\n  GridResource = "batch %s"\n@jrt\n\n' "$1" "$3" "$2"
+}
+{
+    printf '# CI: a route per batch system, chosen by +GahpLrms (written by .ci/htcondor-ce-up.sh)\n'
+    route Slurm_Cluster slurm '(GahpLrms ?: "slurm") == "slurm"'
+    if [ -n "$PBS_BIN_DIR" ]; then
+        route PBS_Cluster pbs 'GahpLrms is "pbs"'
+        ROUTES="$ROUTES PBS_Cluster"
+    fi
+    if [ -n "$LSF_ENVDIR_VALUE" ]; then
+        route LSF_Cluster lsf 'GahpLrms is "lsf"'
+        ROUTES="$ROUTES LSF_Cluster"
+    fi
+    printf 'JOB_ROUTER_ROUTE_NAMES = %s\n\n' "$ROUTES"
+    printf '# tests: faster rounds\nJOB_ROUTER_POLLING_PERIOD = 2\nGRIDMANAGER_JOB_PROBE_INTERVAL = 2\nSCHEDD_INTERVAL = 5\n'
+} >"$CE/etc/condor-ce/config.d/99-zz-gahp-ci.conf"
+
+recipe start >>"$DIR/setup.log" 2>&1 || { tail -n 40 "$DIR/setup.log" >&2; die "the CE did not start"; }
+
+# ---------------------------------------------------------------- wait until it answers
+ce_q() { su - "$JOB_USER" -c "$CE/usr/bin/condor_ce_q -totals" >/dev/null 2>&1; }
+for _ in $(seq 1 60); do ce_q && break; sleep 1; done
+ce_q || die "condor_ce_q does not answer after 60 s"
+for _ in $(seq 1 30); do
+    [ -n "$(ls "$LOCAL"/log/JobRouterLog* 2>/dev/null)" ] && break
+    sleep 1
+done
+
+cat >"$DIR/env" <<EOF
+GAHP_CE_DIR=$DIR
+GAHP_CE_BIN=$CE/usr/bin
+GAHP_CE_BOOTSTRAP=$CE/usr/share/condor-ce/condor_ce_env_bootstrap
+GAHP_CE_LOCAL=$LOCAL
+GAHP_CE_LOG=$LOCAL/log
+GAHP_CE_BLAHLOG=$DIR/blahlog
+GAHP_CE_STATE=$DIR/blah-users
+GAHP_CE_VENV=$VENV
+GAHP_CE_PORT=$PORT
+GAHP_CE_JOB_USER=$JOB_USER
+GAHP_CE_DAEMON_USER=$DAEMON_USER
+GAHP_CE_ROUTES=$ROUTES
+GAHP_CE_BLAHPD_TOML=$DIR/blahpd.toml
+GAHP_CE_SITE_SCRIPTS=$DIR/site-scripts
+EOF
+log "HTCondor-CE up (root mode, port $PORT, routes: $ROUTES)"
+cat "$DIR/env"
