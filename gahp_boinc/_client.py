@@ -21,15 +21,13 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import os
-import ssl
 import threading
 import time
 from collections.abc import Awaitable, Callable, Coroutine, Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import attrs
-import httpx
 
 from gahp_boinc._errors import BoincError
 from gahp_boinc._outputs import FetchRequest, fetch_output
@@ -55,6 +53,11 @@ from gahp_boinc._submit import (
     submit,
 )
 from gahp_core import ConfigError, http_url
+
+if TYPE_CHECKING:
+    import ssl
+
+    import httpx
 
 T = TypeVar("T")
 
@@ -162,10 +165,11 @@ class BoincClient:
             project(url, authenticator) if url is not None and authenticator is not None else None
         )
         self.rpc = BoincRpc(
-            BoincRpc.make_client(timeout, verify),
             deadline=deadline,
             max_tries=1 + max(0, retries),
             backoff=backoff,
+            timeout=timeout,
+            verify=verify,
         )
         self.lease_seconds = lease_seconds
         self.md5 = Md5Cache()
@@ -185,7 +189,8 @@ class BoincClient:
 
     @property
     def http(self) -> httpx.AsyncClient:
-        """The pooled HTTP client."""
+        """The pooled httpx client (TLS and proxied projects; plain-HTTP requests use a
+        leaner client of their own, see :mod:`gahp_boinc._rpc`)."""
         return self.rpc.client
 
     @property
@@ -195,7 +200,7 @@ class BoincClient:
 
     async def aclose(self) -> None:
         """Close the pooled connections."""
-        await self.rpc.client.aclose()
+        await self.rpc.aclose()
 
     async def __aenter__(self) -> BoincClient:
         return self

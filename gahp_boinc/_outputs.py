@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import posixpath
@@ -13,7 +14,7 @@ from pathlib import Path
 import attrs
 
 from gahp_boinc._errors import OutputError, RpcError
-from gahp_boinc._rpc import BoincRpc, CompletedJob, Project
+from gahp_boinc._rpc import BoincRpc, CompletedJob, Project, part_path
 
 log = logging.getLogger("gahp.boinc.outputs")
 
@@ -51,17 +52,18 @@ def write_atomic(dest: Path, data: bytes) -> None:
     """Write ``data`` to ``dest`` through a temporary file and a rename."""
     if _discard(dest):
         return
-    if not dest.parent.is_dir():
+    if not os.path.isdir(os.path.dirname(dest) or "."):
         raise OutputError(f"directory {dest.parent} does not exist")
-    tmp = dest.with_name(f".{dest.name}.part-{os.getpid()}-{random.getrandbits(32):08x}")
+    tmp = part_path(dest)
     try:
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
         with os.fdopen(fd, "wb") as fh:
             fh.write(data)
         os.replace(tmp, dest)
-    finally:
-        if tmp.exists():
-            tmp.unlink()
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+        raise
 
 
 def stdio_pairs(specs: tuple[tuple[str, str], ...], stderr_file: str) -> int:
@@ -90,7 +92,7 @@ async def fetch_output(
     else they are asked from the server (get_templates).
     """
     iwd = Path(req.iwd)
-    if not iwd.is_dir():
+    if not os.path.isdir(req.iwd or "."):
         raise OutputError(f"output directory {iwd} does not exist")
     done = await rpc.query_completed_job(req.project, req.job)
     write_atomic(resolve(iwd, req.stderr_file), done.stderr.encode("utf-8", "replace"))
@@ -123,7 +125,7 @@ async def fetch_output(
         dest = renames.get(name, iwd / name)
         if _discard(dest):
             continue
-        if not dest.parent.is_dir():
+        if not os.path.isdir(os.path.dirname(dest) or "."):
             raise OutputError(f"directory {dest.parent} does not exist")
         await rpc.download_output(req.project, req.job, i, dest)
     return done

@@ -1,7 +1,9 @@
-"""The BOINC remote job submission RPCs over HTTP (httpx), as a real project serves them.
+"""The BOINC remote job submission RPCs over HTTP, as a real project serves them.
 
-One :class:`BoincRpc` owns one ``httpx.AsyncClient`` (connection pool, timeouts, TLS
-verification) and serves every project: each call names the :class:`Project` it is for.
+One :class:`BoincRpc` owns the connections (pool, timeouts, TLS verification) and serves
+every project: each call names the :class:`Project` it is for. Plain ``http://`` requests
+go through the lean client of :mod:`gahp_boinc._http`; TLS, proxies (from the environment)
+and large uploads through an ``httpx.AsyncClient``, made when first needed.
 Idempotent RPCs are retried with backoff on transport errors and 502/503/504 (honouring
 Retry-After) within a deadline; the others are sent once.
 """
@@ -9,24 +11,23 @@ Retry-After) within a deadline; the others are sent once.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
 import logging
 import os
 import random
 import re
-import ssl
 import time
 import xml.etree.ElementTree as ET
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
-from xml.sax.saxutils import escape as xml_escape
 
 import attrs
-import httpx
 
 from gahp_boinc._errors import NoOutput, RpcError, rpc_error
+from gahp_boinc._http import HttpTimeout, HttpTransportError, PlainHttp, Reply
 from gahp_boinc._replies import (
     _DECL,
     as_list,
@@ -38,6 +39,11 @@ from gahp_boinc._replies import (
     query_batch_jobs,
     top_level_error,
 )
+
+if TYPE_CHECKING:
+    import ssl
+
+    import httpx
 
 log = logging.getLogger("gahp.boinc.rpc")
 
@@ -53,7 +59,10 @@ Each kept-alive connection holds one of an Apache prefork server's children (BOI
 usual mod_php setup) between requests; a burst that opens more connections than the
 server has spare children waits while it forks more (at first one a second)."""
 SHARDS = 2
-"""Connection pools the connections are spread over (see :class:`ShardedTransport`)."""
+"""httpx connection pools the connections are spread over (see
+:class:`gahp_boinc._httpx_transport.ShardedTransport`)."""
+PROXY_VARIABLES = ("http_proxy", "HTTP_PROXY", "all_proxy", "ALL_PROXY")
+"""With one of these set, plain-HTTP requests go through httpx, which honours them."""
 
 
 class _HideAuthStr(logging.Filter):
@@ -71,68 +80,6 @@ class _HideAuthStr(logging.Filter):
 _httpx_log = logging.getLogger("httpx")
 if not any(isinstance(f, _HideAuthStr) for f in _httpx_log.filters):
     _httpx_log.addFilter(_HideAuthStr())
-
-
-class ShardedTransport(httpx.AsyncBaseTransport):
-    """``MAX_CONNECTIONS`` pooled connections as several small httpx pools, each request
-    sent through the pool with the fewest requests in flight.
-
-    httpcore's pool examines each of its connections, some of them with a poll() system
-    call, for every request it starts and finishes (O(connections²) when some are idle):
-    with 32 connections in one pool that was a third of the CPU time of a burst of pings.
-    Small pools keep that cost flat whatever ``MAX_CONNECTIONS`` is.
-    Every connection may stay open (with fewer kept alive, a burst closes and reopens the
-    connections beyond them all the time).
-    """
-
-    def __init__(self, verify: bool | str | ssl.SSLContext = True, shards: int = SHARDS) -> None:
-        verify = tls_verify(verify)
-        per = max(1, MAX_CONNECTIONS // shards)
-        limits = httpx.Limits(max_connections=per, max_keepalive_connections=per)
-        self._shards = [
-            httpx.AsyncHTTPTransport(verify=verify, limits=limits) for _ in range(shards)
-        ]
-        self._busy = [0] * shards
-
-    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
-        busy = self._busy
-        i = busy.index(min(busy))
-        busy[i] += 1
-        try:
-            resp = await self._shards[i].handle_async_request(request)
-        except BaseException:
-            busy[i] -= 1
-            raise
-        return httpx.Response(
-            resp.status_code,
-            headers=resp.headers,
-            stream=_CountedStream(resp.stream, busy, i),  # type: ignore[arg-type]
-            extensions=resp.extensions,
-        )
-
-    async def aclose(self) -> None:
-        for shard in self._shards:
-            await shard.aclose()
-
-
-class _CountedStream(httpx.AsyncByteStream):
-    """A response body that marks its shard one request less busy once closed."""
-
-    def __init__(self, stream: httpx.AsyncByteStream, busy: list[int], index: int) -> None:
-        self._stream, self._busy, self._index = stream, busy, index
-        self._open = True
-
-    async def __aiter__(self):
-        async for chunk in self._stream:
-            yield chunk
-
-    async def aclose(self) -> None:
-        try:
-            await self._stream.aclose()
-        finally:
-            if self._open:
-                self._open = False
-                self._busy[self._index] -= 1
 
 
 @attrs.frozen
@@ -288,6 +235,12 @@ def _el(tag: str, value: object) -> str:
     return f"<{tag}>{xml_escape(str(value))}</{tag}>\n"
 
 
+def xml_escape(text: str) -> str:
+    """``&``, ``<`` and ``>`` as entities (as ``xml.sax.saxutils.escape``, whose import
+    brings urllib.request and the email package)."""
+    return text.replace("&", "&amp;").replace(">", "&gt;").replace("<", "&lt;")
+
+
 def _request(command: str, project: Project | None, body: str = "") -> str:
     auth = _el("authenticator", project.authenticator) if project is not None else ""
     return f"<{command}>\n{auth}{body}</{command}>\n"
@@ -298,12 +251,23 @@ class BoincRpc:
 
     def __init__(
         self,
-        client: httpx.AsyncClient,
+        client: httpx.AsyncClient | None = None,
         deadline: float = 240.0,
         max_tries: int = 5,
         backoff: float = 0.5,
+        *,
+        timeout: float = 60.0,
+        verify: bool | str | ssl.SSLContext = True,
     ) -> None:
-        self.client = client
+        """``client``: an httpx client for every request; without one, plain-HTTP requests
+        use the lean client and the others an httpx client made when first needed, with
+        ``timeout`` and ``verify`` (checked here: a bad CA bundle fails at once)."""
+        self._client = client
+        self._timeout = timeout
+        self._verify = tls_verify(verify)
+        self.plain: PlainHttp | None = None
+        if client is None and not any(os.environ.get(v) for v in PROXY_VARIABLES):
+            self.plain = PlainHttp(timeout, min(timeout, 15.0), USER_AGENT)
         self.deadline = deadline
         self.max_tries = max_tries
         self.backoff = backoff
@@ -317,19 +281,32 @@ class BoincRpc:
     def make_client(
         timeout: float = 60.0, verify: bool | str | ssl.SSLContext = True
     ) -> httpx.AsyncClient:
-        """The shared HTTP client: pooled connections, timeouts, no redirects for POSTs.
+        """An httpx client as this class makes its own (pooled connections, timeouts, no
+        redirects for POSTs); ``verify``: True (the usual CAs), False (no check), a CA
+        bundle file or directory, or an ``ssl.SSLContext``."""
+        from gahp_boinc._httpx_transport import make_client
 
-        ``verify``: True (the usual CAs), False (no check), a CA bundle file or directory,
-        or an ``ssl.SSLContext``.
-        """
-        verify = tls_verify(verify)
-        return httpx.AsyncClient(
-            timeout=httpx.Timeout(timeout, connect=min(timeout, 15.0)),
-            verify=verify,
-            follow_redirects=False,
-            headers={"User-Agent": USER_AGENT},
-            transport=ShardedTransport(verify),
-        )
+        return make_client(timeout, verify)
+
+    @property
+    def client(self) -> httpx.AsyncClient:
+        """The httpx client (made on first use when none was given)."""
+        if self._client is None:
+            self._client = self.make_client(self._timeout, self._verify)
+        return self._client
+
+    def _plain_for(self, url: str) -> PlainHttp | None:
+        """The lean client, when it may serve ``url``."""
+        if self.plain is not None and url.startswith("http://") and _plain_url(url):
+            return self.plain
+        return None
+
+    async def aclose(self) -> None:
+        """Close every pooled connection."""
+        if self.plain is not None:
+            await self.plain.aclose()
+        if self._client is not None:
+            await self._client.aclose()
 
     # ---- transport --------------------------------------------------------------------------
 
@@ -347,44 +324,60 @@ class BoincRpc:
         safe to retry."""
         url = project.endpoint(page)
         self.calls[command] = self.calls.get(command, 0) + 1
+        plain = self._plain_for(url)
+        if files and plain is not None and _total_size(files) > MAX_BYTES_PER_UPLOAD:
+            plain = None  # streamed from the files by httpx, never held in memory
         start = time.monotonic()
         attempt = 0
         while True:
             attempt += 1
             handles = []
             try:
-                if files:
-                    parts: list[tuple[str, Any]] = [("request", (None, xml.encode("utf-8")))]
-                    for i, (_, path) in enumerate(files):
-                        fh = open(path, "rb")  # noqa: SIM115 - closed in finally
-                        handles.append(fh)
-                        parts.append((f"file_{i}", (path.name, fh, "application/octet-stream")))
-                    kwargs: dict[str, Any] = {"files": parts}
-                else:
-                    content, ctype = _form_request(xml)
-                    kwargs = {"content": content, "headers": {"Content-Type": ctype}}
-                async with self._slots:
-                    sent = time.monotonic()
-                    if method == "GET":
-                        resp = await self.client.get(url)
+                resp: Reply | httpx.Response
+                if plain is not None:
+                    if files:
+                        content, ctype = _form_request(xml, files)
                     else:
-                        resp = await self.client.post(url, **kwargs)
-                log.debug(
-                    "%s: HTTP %d, %d bytes in %.3f s",
-                    command,
-                    resp.status_code,
-                    len(resp.content),
-                    time.monotonic() - sent,
-                )
-            except httpx.TimeoutException as exc:
+                        content, ctype = _form_request(xml)
+                    async with self._slots:
+                        sent = time.monotonic()
+                        if method == "GET":
+                            resp = await plain.request("GET", url)
+                        else:
+                            resp = await plain.request("POST", url, content, ctype)
+                else:
+                    from gahp_boinc._httpx_transport import send
+
+                    if files:
+                        parts: list[tuple[str, Any]] = [("request", (None, xml.encode("utf-8")))]
+                        for i, (_, path) in enumerate(files):
+                            fh = open(path, "rb")  # noqa: SIM115 - closed in finally
+                            handles.append(fh)
+                            parts.append((f"file_{i}", (path.name, fh, "application/octet-stream")))
+                        kwargs: dict[str, Any] = {"files": parts}
+                    else:
+                        content, ctype = _form_request(xml)
+                        kwargs = {"content": content, "headers": {"Content-Type": ctype}}
+                    async with self._slots:
+                        sent = time.monotonic()
+                        if method == "GET":
+                            resp = await send(self.client, "GET", url)
+                        else:
+                            resp = await send(self.client, "POST", url, **kwargs)
+                if log.isEnabledFor(logging.DEBUG):
+                    log.debug(
+                        "%s: HTTP %d, %d bytes in %.3f s",
+                        command,
+                        resp.status_code,
+                        len(resp.content),
+                        time.monotonic() - sent,
+                    )
+            except HttpTimeout as exc:
                 err = RpcError(
-                    f"{command}: no reply from {url} in time ({type(exc).__name__})", retryable=True
+                    f"{command}: no reply from {url} in time ({exc.kind})", retryable=True
                 )
-            except httpx.TransportError as exc:
-                err = RpcError(
-                    f"{command}: cannot reach {url}: {_transport_reason(exc)}",
-                    retryable=not _is_certificate_error(exc),
-                )
+            except HttpTransportError as exc:
+                err = RpcError(f"{command}: cannot reach {url}: {exc}", retryable=exc.retryable)
             except OSError as exc:
                 raise RpcError(f"{command}: cannot read input file: {exc}") from None
             else:
@@ -411,7 +404,7 @@ class BoincRpc:
             await asyncio.sleep(delay)
 
     @staticmethod
-    def _check_status(resp: httpx.Response, command: str, url: str) -> RpcError | None:
+    def _check_status(resp: Reply | httpx.Response, command: str, url: str) -> RpcError | None:
         status = resp.status_code
         if status == 200:
             return None
@@ -811,9 +804,18 @@ class BoincRpc:
     async def _download(self, url: str, shown: str, what: str, dest: Path) -> int:
         """GET a get_output.php download into ``dest`` (through a temporary name)."""
         self.calls["get_output"] = self.calls.get("get_output", 0) + 1
-        tmp = dest.with_name(f".{dest.name}.part-{os.getpid()}-{random.getrandbits(32):08x}")
+        tmp = part_path(dest)
+        plain = self._plain_for(url)
+        placed = False
+        opened: contextlib.AbstractAsyncContextManager[Reply | httpx.Response]
         try:
-            async with self._slots, self.client.stream("GET", url) as resp:
+            if plain is not None:
+                opened = plain.stream("GET", url)
+            else:
+                from gahp_boinc._httpx_transport import stream
+
+                opened = stream(self.client, url)
+            async with self._slots, opened as resp:
                 if resp.status_code != 200:
                     raise RpcError(
                         f"get_output: HTTP {resp.status_code} from {shown}",
@@ -835,14 +837,23 @@ class BoincRpc:
                 if expected is not None and expected.isdigit() and int(expected) != size:
                     raise RpcError(f"get_output: {what} truncated ({size} of {expected} bytes)")
             os.replace(tmp, dest)
+            placed = True
             return size
-        except httpx.TimeoutException:
+        except HttpTimeout:
             raise RpcError(f"get_output: no reply from {shown} in time") from None
-        except httpx.TransportError as exc:
-            raise RpcError(f"get_output: cannot reach {shown}: {_transport_reason(exc)}") from None
+        except HttpTransportError as exc:
+            raise RpcError(f"get_output: cannot reach {shown}: {exc}") from None
         finally:
-            if tmp.exists():
-                tmp.unlink()
+            if not placed:
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(tmp)
+
+
+def part_path(dest: Path) -> str:
+    """A temporary name beside ``dest`` (``.NAME.part-PID-RANDOM``), for a file written
+    whole and then renamed to ``dest`` (string operations: pathlib costs more)."""
+    head, tail = os.path.split(os.fspath(dest))
+    return os.path.join(head, f".{tail}.part-{os.getpid()}-{random.getrandbits(32):08x}")
 
 
 def _plain_query_batch2(body: bytes) -> tuple[str, list[list[tuple[str, str]]]] | None:
@@ -891,20 +902,42 @@ def _plain_query_batch2(body: bytes) -> tuple[str, list[list[tuple[str, str]]]] 
     return server_time, batches
 
 
-def _form_request(xml: str) -> tuple[bytes, str]:
-    """The multipart/form-data body of a request without files, and its content type.
+def _form_request(xml: str, files: Sequence[tuple[str, Path]] = ()) -> tuple[bytes, str]:
+    """The multipart/form-data body of a request (with these files' contents as parts
+    ``file_0``, ``file_1``...), and its content type.
 
-    The same bytes httpx's multipart encoder makes from ``files=[("request", (None,
-    xml))]``, built at once: the encoder streams a body in many small chunks, one socket
-    write each, which made half the CPU time of a burst of small RPCs.
+    The parts httpx's multipart encoder makes from ``files=[("request", (None, xml)),
+    ("file_0", (name, fh, "application/octet-stream")), ...]``, built at once: the encoder
+    streams a body in many small chunks, one socket write each, which made half the CPU
+    time of a burst of small RPCs.
     """
     boundary = os.urandom(16).hex()
-    body = (
-        f'--{boundary}\r\nContent-Disposition: form-data; name="request"\r\n\r\n'.encode()
-        + xml.encode("utf-8")
-        + f"\r\n--{boundary}--\r\n".encode()
-    )
-    return body, f"multipart/form-data; boundary={boundary}"
+    parts = [
+        f'--{boundary}\r\nContent-Disposition: form-data; name="request"\r\n\r\n'.encode(),
+        xml.encode("utf-8"),
+        b"\r\n",
+    ]
+    for i, (_, path) in enumerate(files):
+        name = path.name.replace("\\", "\\\\").replace('"', "%22")
+        parts.append(
+            f'--{boundary}\r\nContent-Disposition: form-data; name="file_{i}"; '
+            f'filename="{name}"\r\nContent-Type: application/octet-stream\r\n\r\n'.encode()
+        )
+        parts += [path.read_bytes(), b"\r\n"]
+    parts.append(f"--{boundary}--\r\n".encode())
+    return b"".join(parts), f"multipart/form-data; boundary={boundary}"
+
+
+def _total_size(files: Sequence[tuple[str, Path]]) -> int:
+    try:
+        return sum(path.stat().st_size for _, path in files)
+    except OSError:
+        return 0  # read (and reported) when the request is made
+
+
+def _plain_url(url: str) -> bool:
+    """An URL the lean client sends as it is: printable ASCII, no spaces."""
+    return url.isascii() and url.isprintable() and " " not in url
 
 
 def _upload_chunks(files: Sequence[tuple[str, Path]]):
@@ -926,30 +959,11 @@ def tls_verify(verify: bool | str | ssl.SSLContext) -> bool | ssl.SSLContext:
     that file (or directory), as httpx made of a path itself before deprecating it."""
     if not isinstance(verify, str):
         return verify
+    import ssl
+
     if os.path.isdir(verify):
         return ssl.create_default_context(capath=verify)
     return ssl.create_default_context(cafile=verify)
-
-
-def _is_certificate_error(exc: BaseException) -> bool:
-    """A TLS certificate that failed verification: retrying cannot help."""
-    seen: BaseException | None = exc
-    while seen is not None:
-        if isinstance(seen, ssl.SSLCertVerificationError):
-            return True
-        seen = seen.__cause__ or seen.__context__
-    return "CERTIFICATE_VERIFY_FAILED" in str(exc)
-
-
-def _transport_reason(exc: Exception) -> str:
-    text = str(exc).strip()
-    if text:
-        return text
-    if isinstance(exc, httpx.ConnectError):
-        return "connection failed"
-    if isinstance(exc, httpx.ReadError | httpx.WriteError | httpx.RemoteProtocolError):
-        return "connection reset or closed by the server"
-    return type(exc).__name__
 
 
 def _int(value: Any, what: str) -> int:

@@ -143,11 +143,13 @@ def main_for_backend(
     argv: Sequence[str] | None = None,
     prog: str | None = None,
     log_env: str = "GAHP_LOG",
+    module: str | None = None,
 ) -> None:
-    """Entry point of a backend's own console script (e.g. ``boinc-gahp``)."""
+    """Entry point of a backend's own console script (e.g. ``boinc-gahp``); ``module``:
+    the backend's plugin module, loaded without looking up the installed entry points."""
     pm = plugin_manager()
     try:
-        load_backend(pm, name)
+        load_backend(pm, name, module)
     except BackendNotFound as exc:
         print(f"error: {exc}", file=sys.stderr)
         raise SystemExit(2) from exc

@@ -9,7 +9,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import importlib
-import importlib.metadata
 import logging
 from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, Any
@@ -22,6 +21,8 @@ from gahp_core._errors import GahpError
 from gahp_core._protocol import Version
 
 if TYPE_CHECKING:
+    import importlib.metadata
+
     from gahp_core._dialect import Dialect
 
 PROJECT_NAME = "gahp"
@@ -96,6 +97,8 @@ def plugin_manager() -> pluggy.PluginManager:
 
 def available_backends() -> dict[str, importlib.metadata.EntryPoint]:
     """Installed backends by name, from the ``gahp.backends`` entry-point group."""
+    import importlib.metadata  # 10-20 ms: not for a server whose backend is known
+
     return {ep.name: ep for ep in importlib.metadata.entry_points(group=ENTRY_POINT_GROUP)}
 
 
@@ -104,10 +107,11 @@ class BackendNotFound(GahpError, LookupError):
     implementations match no hook specification (a misspelt ``gahp_comands``, say)."""
 
 
-def load_backend(pm: pluggy.PluginManager, name: str) -> object:
-    """Register backend ``name``: an installed entry point, or ``module:`` prefix for a module."""
-    if name.startswith("module:"):
-        module_name = name.removeprefix("module:")
+def load_backend(pm: pluggy.PluginManager, name: str, module: str | None = None) -> object:
+    """Register backend ``name``: an installed entry point, or ``module:`` prefix for a
+    module; with ``module``, that module under the name ``name`` (no entry-point lookup)."""
+    if module is not None or name.startswith("module:"):
+        module_name = module or name.removeprefix("module:")
         try:
             plugin = importlib.import_module(module_name)
         except ImportError as exc:

@@ -1,13 +1,21 @@
 """Tolerant reading of the reference server's replies (bytes as a BOINC 8.3 project sends them)."""
 
+from pathlib import Path
+from xml.parsers.expat import ExpatError
+
 import pytest
+import xmltodict
 
 from gahp_boinc._replies import (
+    _DECL,
+    _LISTS,
     RpcError,
     clean_stderr,
+    decode_text,
     parse_query_batch2,
     parse_reply,
     partial_fields,
+    plain_tree,
     top_level_error,
 )
 
@@ -106,3 +114,35 @@ def test_truncated_body_fields_and_stderr_cleaning():
 def test_latin1_declared_utf8_text_is_read_as_utf8():
     body = DECL + "<create_batch><batch_id>7</batch_id><x>é</x></create_batch>".encode()
     assert parse_reply(body, "create_batch")["x"] == "é"
+
+
+PLAIN_REPLIES = [
+    *sorted(p.read_bytes() for p in (
+        Path(__file__).parent / "emulator" / "fixtures").glob("*.body")),
+    b"<query_completed_job>\n<completed_job>\n  <exit_status>0</exit_status>\n"
+    b"  <elapsed_time>1.5</elapsed_time>\n  <stderr_out><![CDATA[<core_client_version>"
+    b"8.0</core_client_version>\n&lt;stderr&gt;]]></stderr_out>\n  <error_mask/>\n"
+    b"</completed_job>\n</query_completed_job>\n",
+    b"<get_templates><input_template><file_info/><file_info/><workunit><file_ref>"
+    b"<open_name>in</open_name></file_ref><x>1</x><x>2</x><x>3</x></workunit>"
+    b"</input_template></get_templates>",
+    b"<a><b> &amp; &lt;x&gt; caf\xc3\xa9 </b><c></c><d>  </d></a>",
+    b"<a><b attr='1'>x</b></a>",  # not plain: attributes
+    b"<a>text<b>x</b>tail</a>",  # not plain: text beside elements
+    b'<a xmlns="urn:x"><b>x</b></a>',  # not plain: a namespace
+    b"<a><b>x</a>",  # not XML
+]
+
+
+@pytest.mark.parametrize("body", PLAIN_REPLIES)
+def test_plain_tree_reads_as_xmltodict_does(body: bytes) -> None:
+    text = _DECL.sub(b"", body, count=1)
+    fast = plain_tree(text)
+    try:
+        slow = xmltodict.parse(decode_text(text), force_list=_LISTS)
+    except ExpatError:
+        assert fast is None
+        return
+    assert fast is None or fast == slow
+    if b"=" not in text and b"text<" not in text:
+        assert fast is not None, "a plain reply left to xmltodict"

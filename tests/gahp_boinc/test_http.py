@@ -1,0 +1,176 @@
+"""The lean plain-HTTP client (gahp_boinc._http) against scripted servers, and which client
+BoincRpc uses for which URL."""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+from collections.abc import Awaitable, Callable
+
+import pytest
+
+from gahp_boinc._http import HttpTimeout, HttpTransportError, PlainHttp
+from gahp_boinc._rpc import BoincRpc
+
+Handler = Callable[[asyncio.StreamReader, asyncio.StreamWriter], Awaitable[None]]
+
+
+async def _read_request(reader: asyncio.StreamReader) -> tuple[bytes, bytes]:
+    head = await reader.readuntil(b"\r\n\r\n")
+    length = 0
+    for line in head.split(b"\r\n"):
+        if line.lower().startswith(b"content-length:"):
+            length = int(line.split(b":", 1)[1])
+    return head, await reader.readexactly(length)
+
+
+def _run(handler: Handler, client: Callable[[str, list[int]], Awaitable[None]]) -> list[int]:
+    """Serve ``handler`` on a loopback port; run ``client(url, connections)``; the number of
+    connections the server saw is in the list."""
+    conns: list[int] = [0]
+
+    async def main() -> None:
+        async def on_conn(r: asyncio.StreamReader, w: asyncio.StreamWriter) -> None:
+            conns[0] += 1
+            try:
+                await handler(r, w)
+            except (asyncio.IncompleteReadError, ConnectionError):
+                pass
+            finally:
+                w.close()
+
+        server = await asyncio.start_server(on_conn, "127.0.0.1", 0)
+        port = server.sockets[0].getsockname()[1]
+        async with server:
+            await client(f"http://127.0.0.1:{port}/p/x.php?a=1", conns)
+
+    asyncio.run(main())
+    return conns
+
+
+async def _keep_alive_ok(r: asyncio.StreamReader, w: asyncio.StreamWriter) -> None:
+    while True:
+        head, body = await _read_request(r)
+        reply = b"got " + head.split(b" ", 2)[1] + b" " + body
+        w.write(b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n%s" % (len(reply), reply))
+        await w.drain()
+
+
+def test_requests_share_one_kept_alive_connection() -> None:
+    async def client(url: str, conns: list[int]) -> None:
+        http = PlainHttp(5, 5, "t")
+        for i in range(3):
+            reply = await http.request("POST", url, b"body%d" % i, "text/plain")
+            assert reply.status_code == 200 and reply.reason_phrase == "OK"
+            assert reply.content == b"got /p/x.php?a=1 body%d" % i
+        await http.aclose()
+
+    assert _run(_keep_alive_ok, client) == [1]
+
+
+def test_chunked_and_close_delimited_bodies_and_an_interim_reply() -> None:
+    async def handler(r: asyncio.StreamReader, w: asyncio.StreamWriter) -> None:
+        await _read_request(r)
+        w.write(
+            b"HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n"
+            b"X-A: 1\r\nx-a: 2\r\n\r\n5;ext\r\nhello\r\n6\r\n world\r\n0\r\nT: v\r\n\r\n"
+        )
+        await _read_request(r)
+        w.write(b"HTTP/1.0 404 Not Found\r\n\r\nno such page")
+        await w.drain()
+
+    async def client(url: str, conns: list[int]) -> None:
+        http = PlainHttp(5, 5, "t")
+        reply = await http.request("GET", url)
+        assert reply.content == b"hello world"
+        assert reply.headers["x-a"] == "1, 2"
+        reply = await http.request("GET", url)  # the same connection: chunked kept it
+        assert (reply.status_code, reply.content) == (404, b"no such page")
+        assert not http._idle[("127.0.0.1", int(url.split(":")[2].split("/")[0]))]
+
+    assert _run(handler, client) == [1]
+
+
+def test_a_connection_the_server_closed_is_not_reused() -> None:
+    async def handler(r: asyncio.StreamReader, w: asyncio.StreamWriter) -> None:
+        await _read_request(r)
+        w.write(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
+        await w.drain()
+        # then closes (the caller's finally), as a keep-alive timeout does
+
+    async def client(url: str, conns: list[int]) -> None:
+        http = PlainHttp(5, 5, "t")
+        assert (await http.request("GET", url)).content == b"ok"
+        await asyncio.sleep(0.2)  # the FIN arrives
+        assert (await http.request("GET", url)).content == b"ok"
+
+    assert _run(handler, client) == [2]
+
+
+def test_streamed_body_in_pieces() -> None:
+    data = bytes(range(256)) * 1000
+
+    async def handler(r: asyncio.StreamReader, w: asyncio.StreamWriter) -> None:
+        await _read_request(r)
+        w.write(b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n" % len(data) + data)
+        await w.drain()
+
+    async def client(url: str, conns: list[int]) -> None:
+        http = PlainHttp(5, 5, "t")
+        async with http.stream("GET", url) as reply:
+            pieces = [p async for p in reply.aiter_bytes(4096)]
+        assert b"".join(pieces) == data and max(map(len, pieces)) <= 4096
+
+    _run(handler, client)
+
+
+@pytest.mark.parametrize(
+    ("reply", "message"),
+    [
+        (b"", "Server disconnected without sending a response."),
+        (b"HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\nabc", "mid-reply"),
+        (b"SMTP ready\r\n\r\n", "not an HTTP reply"),
+        (b"HTTP/1.1 200 OK\r\nContent-Length: x\r\n\r\n", "bad Content-Length"),
+    ],
+)
+def test_broken_replies_are_transport_errors(reply: bytes, message: str) -> None:
+    async def handler(r: asyncio.StreamReader, w: asyncio.StreamWriter) -> None:
+        await _read_request(r)
+        w.write(reply)
+        await w.drain()
+
+    async def client(url: str, conns: list[int]) -> None:
+        with pytest.raises(HttpTransportError, match=message):
+            await PlainHttp(5, 5, "t").request("GET", url)
+
+    _run(handler, client)
+
+
+def test_timeouts_and_a_refused_connection() -> None:
+    async def silent(r: asyncio.StreamReader, w: asyncio.StreamWriter) -> None:
+        await _read_request(r)
+        await asyncio.sleep(2)
+
+    async def client(url: str, conns: list[int]) -> None:
+        with pytest.raises(HttpTimeout) as info:
+            await PlainHttp(0.3, 5, "t").request("GET", url)
+        assert info.value.kind == "ReadTimeout"
+
+    _run(silent, client)
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    with pytest.raises(HttpTransportError):
+        asyncio.run(PlainHttp(5, 5, "t").request("GET", f"http://127.0.0.1:{port}/"))
+
+
+def test_rpc_uses_httpx_for_tls_proxies_and_a_given_client(monkeypatch) -> None:
+    for var in ("http_proxy", "HTTP_PROXY", "all_proxy", "ALL_PROXY"):
+        monkeypatch.delenv(var, raising=False)
+    rpc = BoincRpc()
+    assert rpc._plain_for("http://h/p/x.php") is rpc.plain is not None
+    assert rpc._plain_for("https://h/p/x.php") is None
+    assert rpc._plain_for("http://h/p q/x.php") is None
+    assert BoincRpc(BoincRpc.make_client(5))._plain_for("http://h/p/x.php") is None
+    monkeypatch.setenv("HTTP_PROXY", "http://proxy:3128")
+    assert BoincRpc()._plain_for("http://h/p/x.php") is None
