@@ -14,7 +14,7 @@ from typing import Any, ClassVar
 
 from gahp_core import ConfigError, load_settings, setting_names
 from gahp_lrms.config import DEFAULT_TIMEOUT, CommandConfig, DriverConfig
-from gahp_lrms.model import DriverError, JobInfo, JobSpec, JobStatus
+from gahp_lrms.model import DriverError, JobInfo, JobSpec, JobStatus, untracked_environ
 from gahp_lrms.registry import RegistryHolder
 
 __all__ = ["DEFAULT_TIMEOUT", "CommandDriver", "Driver", "driver_settings", "run_command"]
@@ -140,7 +140,7 @@ class CommandDriver(RegistryHolder, Driver):
         self.cancel_wait_s = self.settings.cancel_wait_s
         self._registry_settings(self.settings, self.system)
         self.bin_dir: str | Path | None = self.settings.bin_dir
-        self.env: dict[str, str] = dict(os.environ)
+        self.env: dict[str, str] = untracked_environ()
 
     # ------------------------------------------------------------------ status
     def status(self, native_id: str) -> JobInfo:

@@ -34,7 +34,7 @@ from typing import Any
 from gahp_lrms import fork_supervisor as sup
 from gahp_lrms.base import Driver
 from gahp_lrms.config import ForkConfig
-from gahp_lrms.model import DriverError, JobInfo, JobSpec, JobStatus
+from gahp_lrms.model import DriverError, JobInfo, JobSpec, JobStatus, untracked_environ
 
 __all__ = ["ForkDriver"]
 
@@ -147,6 +147,7 @@ class ForkDriver(Driver):
             launcher = subprocess.run(
                 argv,
                 cwd=_PACKAGE_PARENT,
+                env=untracked_environ(),
                 stdin=subprocess.DEVNULL,
                 capture_output=True,
                 text=True,

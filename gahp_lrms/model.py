@@ -12,7 +12,15 @@ from typing import Any
 
 import attrs
 
-__all__ = ["DriverError", "FinalStates", "JobInfo", "JobSpec", "JobStatus", "job_slots"]
+__all__ = [
+    "DriverError",
+    "FinalStates",
+    "JobInfo",
+    "JobSpec",
+    "JobStatus",
+    "job_slots",
+    "untracked_environ",
+]
 
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 
@@ -195,3 +203,14 @@ class FinalStates:
 
     def pop(self, native_id: str, default: JobInfo | None = None) -> JobInfo | None:
         return self._states.pop(native_id, default)
+
+
+TRACKING_PREFIX = "_CONDOR_ANCESTOR_"
+
+
+def untracked_environ() -> dict[str, str]:
+    """This process's environment without HTCondor's process-tracking markers
+    (``_CONDOR_ANCESTOR_<pid>``, which the gridmanager's environment carries): a job that
+    inherits them is one of the schedd's processes to HTCondor's procd, which kills it when
+    the schedd restarts, on a host that runs both."""
+    return {k: v for k, v in os.environ.items() if not k.startswith(TRACKING_PREFIX)}

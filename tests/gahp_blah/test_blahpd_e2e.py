@@ -372,3 +372,24 @@ def test_site_directive_reaches_sge_and_user_lines_do_not(batch_env, program, tm
         assert out["env"].get("BT_SITE") == "ce1" and "BT_EVIL" not in out["env"], out
     finally:
         b.close()
+
+
+@pytest.mark.parametrize("gridtype", ["fork", "slurm"])
+def test_jobs_do_not_inherit_htcondors_process_tracking(
+    tmp_path, slurm_env, batch_env, gridtype
+):
+    """The gridmanager's environment has HTCondor's ``_CONDOR_ANCESTOR_<pid>`` markers; a
+    batch job that inherits them (sbatch exports the submitter's environment) is killed by
+    HTCondor's procd when the schedd restarts on the same host. The job keeps the rest."""
+    batch_env(gridtype)
+    env = {**os.environ, **(slurm_env or {}), "_CONDOR_ANCESTOR_4242": "4242:1700000000:1",
+           "BT_INHERITED": "kept"}
+    (tmp_path / "blahpd.toml").write_text("")
+    env["BLAHPD_CONFIG"] = str(tmp_path / "blahpd.toml")
+    with Blah("--state-dir", tmp_path / "state", env=env) as b:
+        res = b.submit(Cmd="/usr/bin/env", Iwd=str(tmp_path), Out="env.txt", gridtype=gridtype)
+        assert res[0] == "0", res
+        b.wait(res[2], 4)
+    seen = (tmp_path / "env.txt").read_text().splitlines()
+    assert "BT_INHERITED=kept" in seen
+    assert not [line for line in seen if line.startswith("_CONDOR_ANCESTOR_")], seen
