@@ -20,7 +20,9 @@
 #   PBS_CONF_FILE and LSF_ENVDIR;
 # * a site-script directory ($DIR/site-scripts, [site] local_submit_attributes_dir), empty:
 #   tests put C-blahp-style <lrms>_local_submit_attributes.sh scripts there;
-# * faster polling for tests (job router 2 s, gridmanager job probe 2 s, schedd interval 5 s).
+# * faster polling for tests (job router 2 s, gridmanager job probe 2 s, schedd interval 5 s);
+# * ENABLE_JOB_RETRIES = True: a released job that had started is routed again (the CE's
+#   default removes it, "disabled job retries").
 #
 # It waits until condor_ce_q answers as the job owner, then writes $DIR/env (the CE's bin
 # directory and config, the users, the routes, the log directories), which tests/htcondor_ce
@@ -144,6 +146,8 @@ route() { # name lrms requirement
     fi
     printf 'JOB_ROUTER_ROUTE_NAMES = %s\n\n' "$ROUTES"
     printf '# tests: faster rounds\nJOB_ROUTER_POLLING_PERIOD = 2\nGRIDMANAGER_JOB_PROBE_INTERVAL = 2\nSCHEDD_INTERVAL = 5\n'
+    # a released job that had started is routed again, not removed ("disabled job retries")
+    printf 'ENABLE_JOB_RETRIES = True\n'
 } >"$CE/etc/condor-ce/config.d/99-zz-gahp-ci.conf"
 
 recipe start >>"$DIR/setup.log" 2>&1 || { tail -n 40 "$DIR/setup.log" >&2; die "the CE did not start"; }

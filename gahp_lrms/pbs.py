@@ -91,6 +91,7 @@ _SAFE_PATH = re.compile(r"[A-Za-z0-9_./+-]+\Z")
 _JOB_ID = re.compile(r"[A-Za-z0-9_.\[\]-]+\Z")
 _UNKNOWN_JOB_RC = 153  # PBSE_UNKJOBID (15001) & 0xff
 _FINISHED_RC = 35  # PBSE_HISTJOBID (15139) & 0xff: "Job has finished"
+_BAD_STATE_RC = 168  # PBSE_BADSTATE (15016) & 0xff: "Request invalid for state of job"
 _UNKNOWN_LINE = re.compile(
     r"qstat: (?:Unknown Job Id |illegally formed job identifier: )(\S+)\s*\Z"
 )
@@ -530,7 +531,16 @@ class PbsDriver(CommandDriver):
             self._unrecord("cancelled", native_id)
             if proc.returncode in (_FINISHED_RC, _UNKNOWN_JOB_RC):
                 return  # it ended meanwhile: not cancelled
+            if proc.returncode == _BAD_STATE_RC and self._exiting(native_id):
+                return  # its program ended; PBS is finishing it (state E): not cancelled
             raise DriverError(command_failure(["qdel"], proc))
+
+    def _exiting(self, native_id: str) -> bool:
+        """PBS lists the job as exiting (E) or finished: qdel refuses an exiting job."""
+        proc = self._run("qstat", "-x", "-f", "-F", "json", native_id, check=False)
+        jobs = parse_qstat_json(proc.stdout) if proc.returncode == 0 and proc.stdout.strip() else {}
+        fields = jobs_by_native_id(jobs, [native_id]).get(native_id)
+        return fields is not None and str(fields.get("job_state", "")) in ("E", "F", "X")
 
     def _torque_cancel(self, native_id: str) -> None:
         proc = self._run("qdel", native_id, check=False)

@@ -108,3 +108,38 @@ def test_bare_numbers_find_their_jobs():
     assert found == {"0": jobs["0.vm"], "1.vm": jobs["1.vm"]}
     two_servers = {"5.a": {"job_state": "R"}, "5.b": {"job_state": "Q"}}
     assert jobs_by_native_id(two_servers, ["5"]) == {}
+
+
+def _pbs_shims(tmp_path, state: str, qdel_rc: int):
+    """A PBS Professional whose qstat lists job 7.vm in ``state`` and whose qdel exits
+    ``qdel_rc`` (as qdel does for an exiting job: 168, "Request invalid for state of job")."""
+    import json
+
+    from gahp_lrms import get_driver
+
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    listing = json.dumps({"Jobs": {"7.vm": {"job_state": state, "exec_host": "vm/0"}}})
+    (bin_dir / "qstat").write_text(
+        "#!/bin/sh\n"
+        'if [ "$1" = --version ]; then echo "pbs_version = 23.06.06"; exit 0; fi\n'
+        f"echo '{listing}'\n"
+    )
+    (bin_dir / "qdel").write_text(
+        f"#!/bin/sh\necho 'qdel: Request invalid for state of job $1' >&2\nexit {qdel_rc}\n"
+    )
+    for tool in ("qstat", "qdel"):
+        (bin_dir / tool).chmod(0o755)
+    return get_driver("pbs", {"bin_dir": str(bin_dir), "status_registry": False},
+                      tmp_path / "state")
+
+
+def test_cancel_of_an_exiting_job_is_no_error(tmp_path):
+    """qdel refuses a job PBS is finishing (state E, its program ended): the job ends by
+    itself, so the cancel is no error (HTCondor would hold the job for it)."""
+    _pbs_shims(tmp_path, "E", 168).cancel("7.vm")
+
+
+def test_cancel_refused_for_a_running_job_is_an_error(tmp_path):
+    with pytest.raises(DriverError, match="qdel"):
+        _pbs_shims(tmp_path, "R", 168).cancel("7.vm")
