@@ -5,6 +5,12 @@ the supervisor saw: pids, exit status, times), the markers ``held`` and ``remove
 ``supervisor.log``.  Nothing is kept in memory, so a new driver on the same ``state_dir``
 answers for every job an earlier one started.
 
+* ``submit`` writes the spec, starts the supervisor and returns without waiting for it: the
+  job is IDLE until the supervisor has started it.  A supervisor that fails to start, or has
+  written nothing after ``start_timeout_s``, makes the job COMPLETED with the reason (and
+  its log).  ``cancel`` of a job not started yet waits until its supervisor has seen the
+  ``removed`` marker: the job never runs.
+
 * ``cancel`` sends SIGTERM then (after ``kill_grace_s``) SIGKILL to the job's process group and
   waits until the supervisor has reaped it: no process of the group is left.  Processes that
   leave the group on purpose (``setsid``) are not tracked.
@@ -25,6 +31,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 import uuid
 from collections.abc import Mapping
@@ -43,7 +50,8 @@ _PACKAGE_PARENT = str(Path(__file__).resolve().parent.parent)
 
 class ForkDriver(Driver):
     """Runs jobs as local processes.  Config keys: ``python`` (interpreter for the supervisor,
-    default this one), ``kill_grace_s`` (default 2), ``start_timeout_s`` (default 15)."""
+    default this one), ``kill_grace_s`` (default 2), ``start_timeout_s`` (how long a
+    supervisor may take to start, default 15)."""
 
     name = "fork"
     config_class = ForkConfig
@@ -55,6 +63,9 @@ class ForkDriver(Driver):
         self.python = self.settings.python or sys.executable
         self.kill_grace_s = self.settings.kill_grace_s
         self.start_timeout_s = self.settings.start_timeout_s
+        self._launch_lock = threading.Lock()
+        self._launchers: dict[str, subprocess.Popen[bytes]] = {}
+        self._failed_launches: dict[str, int] = {}
 
     # ------------------------------------------------------------------ helpers
     def _jobdir(self, native_id: str) -> Path:
@@ -138,40 +149,75 @@ class ForkDriver(Driver):
                 (jobdir / sup.HELD).touch()
         except OSError as exc:
             raise DriverError(f"cannot create the job directory {jobdir}: {exc}") from exc
-        # The supervisor needs only the standard library: run as a file in isolated mode
-        # (-I: no script directory, user site or PYTHON* variables on its path), it starts
-        # without importing the package (about 0.1 s less per job).
-        argv = [self.python, "-I", sup.__file__, str(jobdir)]
-        try:
-            # The first process forks the detached supervisor and exits at once.
-            launcher = subprocess.run(
-                argv,
-                cwd=_PACKAGE_PARENT,
-                env=untracked_environ(),
-                stdin=subprocess.DEVNULL,
-                capture_output=True,
-                text=True,
-                timeout=self.start_timeout_s,
-                check=False,
-            )
-        except (OSError, subprocess.TimeoutExpired) as exc:
-            raise DriverError(f"cannot start the fork supervisor: {exc}") from exc
-        if launcher.returncode != 0:
-            raise DriverError(
-                f"fork supervisor failed (exit status {launcher.returncode}):"
-                f" {launcher.stderr.strip()}"
-            )
-        deadline = time.monotonic() + self.start_timeout_s
-        while self._read_state(jobdir) is None:
-            if time.monotonic() > deadline:
-                log = (
-                    (jobdir / sup.LOG).read_text(errors="replace")[-2000:]
-                    if (jobdir / sup.LOG).exists()
-                    else ""
-                )
-                raise DriverError(f"fork supervisor did not start the job; log: {log.strip()}")
-            time.sleep(0.01)
+        self._launch(native_id, jobdir)
         return native_id
+
+    def _launch(self, native_id: str, jobdir: Path) -> None:
+        """Start the job's supervisor and return at once: the job is IDLE until the
+        supervisor has started it (a launch that fails shows in :meth:`status`)."""
+        # The supervisor needs only the standard library: run as a file in isolated mode
+        # without the site module (-I -S: no script directory, user site, site-packages or
+        # PYTHON* variables), it starts without importing the package or reading .pth files.
+        argv = [self.python, "-I", "-S", sup.__file__, str(jobdir)]
+        try:
+            log = os.open(jobdir / sup.LOG, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+            try:
+                # The launcher forks the detached supervisor and exits; _reap() collects it.
+                launcher = subprocess.Popen(
+                    argv,
+                    cwd=_PACKAGE_PARENT,
+                    env=untracked_environ(),
+                    stdin=subprocess.DEVNULL,
+                    stdout=log,
+                    stderr=log,
+                )
+            finally:
+                os.close(log)
+        except OSError as exc:
+            raise DriverError(f"cannot start the fork supervisor: {exc}") from exc
+        with self._launch_lock:
+            self._launchers[native_id] = launcher
+
+    def _reap(self) -> None:
+        """Collect the launchers that have exited; remember the ones that failed."""
+        with self._launch_lock:
+            for native_id, launcher in list(self._launchers.items()):
+                code = launcher.poll()
+                if code is not None:
+                    del self._launchers[native_id]
+                    if code != 0:
+                        self._failed_launches[native_id] = code
+
+    def _not_started(
+        self, native_id: str, jobdir: Path, removed: bool = False, held: bool = False
+    ) -> JobInfo:
+        """The status of a job whose supervisor has not written its state yet."""
+        self._reap()
+        with self._launch_lock:
+            launching = native_id in self._launchers
+            failed = self._failed_launches.get(native_id)
+        if failed is None and (launching or self._launch_age(jobdir) < self.start_timeout_s):
+            if removed:
+                return JobInfo(JobStatus.REMOVED, exit_reason="removed by request")
+            if held:
+                return JobInfo(JobStatus.HELD, hold_reason="held by request")
+            return JobInfo(JobStatus.IDLE)
+        if removed:
+            return JobInfo(JobStatus.REMOVED, exit_reason="removed by request")
+        log = _tail(jobdir / sup.LOG)
+        what = f"exit status {failed}" if failed is not None else "no state"
+        return JobInfo(
+            JobStatus.COMPLETED,
+            exit_reason=f"the fork supervisor never started the job ({what})"
+            + (f": {log}" if log else ""),
+        )
+
+    @staticmethod
+    def _launch_age(jobdir: Path) -> float:
+        try:
+            return time.time() - (jobdir / sup.SPEC).stat().st_mtime
+        except OSError:
+            return 0.0
 
     def status(self, native_id: str) -> JobInfo:
         jobdir = self._jobdir(native_id)
@@ -181,8 +227,8 @@ class ForkDriver(Driver):
         removed = (jobdir / sup.REMOVED).exists()
         held = (jobdir / sup.HELD).exists()
         if state is None:
-            # Between submit's mkdir and the supervisor's first write (or a lost launch).
-            return JobInfo(JobStatus.REMOVED if removed else JobStatus.IDLE)
+            # Between submit and the supervisor's first write (or a lost launch).
+            return self._not_started(native_id, jobdir, removed, held)
         phase = state.get("phase")
         host = state.get("hostname") or socket.gethostname()
         times = {k: state.get(k) for k in ("wallclock_s", "user_cpu_s", "sys_cpu_s")}
@@ -223,6 +269,8 @@ class ForkDriver(Driver):
             state = self._read_state(jobdir)
             if state and state.get("phase") in ("finished", "removed", "failed"):
                 return
+            if state is None and self._not_started(native_id, jobdir).finished:
+                return  # its launch failed: it has ended
             (jobdir / sup.REMOVED).touch()
             pgid = state.get("pgid") if state else None
             if pgid and self._group_alive(pgid):
@@ -231,7 +279,9 @@ class ForkDriver(Driver):
                     os.killpg(pgid, signal.SIGCONT)  # stopped processes must see SIGTERM
         self._wake(state)
         if not pgid:
-            return
+            pgid = self._await_unstarted(native_id, jobdir)
+            if not pgid:
+                return
         deadline = time.monotonic() + self.kill_grace_s
         while self._group_alive(pgid) and time.monotonic() < deadline:
             time.sleep(0.05)
@@ -251,11 +301,30 @@ class ForkDriver(Driver):
                 break
             time.sleep(0.02)
 
+    def _await_unstarted(self, native_id: str, jobdir: Path) -> int | None:
+        """After ``removed`` is marked on a job not running yet: wait until its supervisor
+        has seen the marker (it then never starts the job) and return None, or return the
+        process group it started meanwhile, to be killed."""
+        deadline = time.monotonic() + self.start_timeout_s
+        while time.monotonic() < deadline:
+            state = self._read_state(jobdir)
+            if state is None:
+                if self._not_started(native_id, jobdir).finished:
+                    return None  # the launch failed: nothing will start
+            elif state.get("pgid"):
+                return int(state["pgid"])
+            elif state.get("phase") != "waiting" or not self._supervisor_alive(state):
+                return None
+            time.sleep(0.01)
+        return None
+
     def forget(self, native_id: str) -> None:
         """Remove a finished job's directory (its spec holds the job's environment)."""
         jobdir = self._jobdir(native_id)
         if jobdir.exists() and self.status(native_id).finished:
             shutil.rmtree(jobdir, ignore_errors=True)
+            with self._launch_lock:
+                self._failed_launches.pop(native_id, None)
 
     def hold(self, native_id: str) -> None:
         jobdir = self._jobdir(native_id)
@@ -296,3 +365,12 @@ class ForkDriver(Driver):
             raise DriverError(f"fork driver: state directory unusable: {exc}") from exc
         if not os.access(self.jobs_dir, os.W_OK):
             raise DriverError(f"fork driver: state directory {self.jobs_dir} is not writable")
+
+
+def _tail(path: Path, limit: int = 2000) -> str:
+    """The last ``limit`` characters of a log file, on one line ('' if unreadable)."""
+    try:
+        text = path.read_text(errors="replace")[-limit:]
+    except OSError:
+        return ""
+    return " | ".join(line for line in text.splitlines() if line.strip())

@@ -31,6 +31,8 @@ HELD = "held"
 REMOVED = "removed"
 LOCK = "lock"
 LOG = "supervisor.log"
+SIGNAL_FOR_MARKER = {REMOVED: signal.SIGKILL, HELD: signal.SIGSTOP}
+"""What a job started after the driver marked it gets at once."""
 
 
 def proc_start_ticks(pid: int) -> int | None:
@@ -170,6 +172,14 @@ class Supervisor:
             os.close(err)
         return procs
 
+    def obey_late_marker(self, pgid: int) -> None:
+        """Removed or held while we were starting: kill the group, or stop it."""
+        for marker in (REMOVED, HELD):
+            if (self.jobdir / marker).exists():
+                with contextlib.suppress(OSError):
+                    os.killpg(pgid, SIGNAL_FOR_MARKER[marker])
+                return
+
     def run(self) -> int:
         self.save()
         if not self.wait_for_release():
@@ -193,9 +203,7 @@ class Supervisor:
         with job_lock(self.jobdir):
             self.state.update(phase="running", pgid=pgid, pids=[p.pid for p in procs])
             self.save()
-            if (self.jobdir / HELD).exists():  # held while we were starting
-                with contextlib.suppress(OSError):
-                    os.killpg(pgid, signal.SIGSTOP)
+            self.obey_late_marker(pgid)
 
         user = system = 0.0
         statuses: list[int] = []

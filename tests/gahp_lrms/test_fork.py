@@ -204,6 +204,7 @@ def test_new_driver_object_answers_for_old_jobs(fork_driver, tmp_path):
     gate = tmp_path / "gate"  # the job runs until the test opens the gate, however slow
     wait_gate = f"while [ ! -e '{gate}' ]; do sleep 0.05; done"
     running = fork_driver.submit(JobSpec("/bin/sh", ("-c", wait_gate)))
+    wait_status(fork_driver, running, JobStatus.RUNNING)
     done = fork_driver.submit(JobSpec("/bin/sh", ("-c", "exit 4")))
     wait_status(fork_driver, done, *DONE)
     restarted = get_driver("fork", {}, fork_driver.state_dir)
@@ -228,7 +229,7 @@ def test_job_survives_its_server(tmp_path):
     assert proc.returncode == 0, proc.stderr
     jid = proc.stdout.strip()
     driver = get_driver("fork", {}, tmp_path / "state")
-    assert driver.status(jid).status is JobStatus.RUNNING
+    assert wait_status(driver, jid, JobStatus.RUNNING, *DONE).status is JobStatus.RUNNING
     assert wait_status(driver, jid, *DONE).exit_code == 9
 
 
@@ -253,3 +254,84 @@ def test_supervisor_killed_gives_definite_answer(fork_driver):
 
 def test_ping(fork_driver):
     fork_driver.ping()
+
+
+def _gated_python(tmp_path: Path) -> tuple[Path, Path]:
+    """An interpreter for the supervisor that starts only once the returned gate exists."""
+    import sys
+
+    gate = tmp_path / "python-gate"
+    wrapper = tmp_path / "gated-python"
+    wrapper.write_text(
+        f"#!/bin/sh\nwhile [ ! -e '{gate}' ]; do sleep 0.02; done\nexec '{sys.executable}' \"$@\"\n"
+    )
+    wrapper.chmod(0o755)
+    return wrapper, gate
+
+
+def test_submit_returns_before_the_supervisor_starts(tmp_path):
+    """submit does not wait for the supervisor: the job is IDLE until it has started."""
+    python, gate = _gated_python(tmp_path)
+    driver = get_driver("fork", {"python": str(python)}, tmp_path / "state")
+    marker = tmp_path / "ran"
+    jid = driver.submit(JobSpec("/bin/touch", (str(marker),)))
+    assert driver.status(jid).status is JobStatus.IDLE
+    assert not marker.exists()
+    gate.touch()
+    info = wait_status(driver, jid, *DONE)
+    assert info.status is JobStatus.COMPLETED and info.exit_code == 0 and marker.exists()
+
+
+def test_held_before_the_supervisor_starts(tmp_path):
+    python, gate = _gated_python(tmp_path)
+    driver = get_driver("fork", {"python": str(python)}, tmp_path / "state")
+    marker = tmp_path / "ran"
+    jid = driver.submit(JobSpec("/bin/touch", (str(marker),), start_held=True))
+    assert driver.status(jid).status is JobStatus.HELD
+    gate.touch()
+    _run_a_later_job(driver, tmp_path)
+    assert driver.status(jid).status is JobStatus.HELD and not marker.exists()
+    driver.resume(jid)
+    assert wait_status(driver, jid, *DONE).exit_code == 0 and marker.exists()
+
+
+def test_cancel_before_the_supervisor_starts_never_runs_the_job(tmp_path):
+    """cancel of a job whose supervisor has not started returns once the supervisor has
+    seen the removal: the job never runs, however late the supervisor comes."""
+    import threading
+
+    python, gate = _gated_python(tmp_path)
+    driver = get_driver("fork", {"python": str(python)}, tmp_path / "state")
+    marker = tmp_path / "ran"
+    jid = driver.submit(JobSpec("/bin/touch", (str(marker),)))
+    cancelled = threading.Event()
+    canceller = threading.Thread(target=lambda: (driver.cancel(jid), cancelled.set()))
+    canceller.start()
+    gate.touch()
+    canceller.join(60)
+    assert cancelled.is_set()
+    assert driver.status(jid).status is JobStatus.REMOVED
+    assert _state(driver, jid)["phase"] == "removed"  # the supervisor saw it, then ended
+    _run_a_later_job(driver, tmp_path)
+    assert not marker.exists()
+
+
+def test_a_supervisor_that_cannot_start_gives_a_definite_answer(tmp_path):
+    """An interpreter that fails: the job ends with the reason, never stays IDLE."""
+    failing = tmp_path / "failing-python"
+    failing.write_text("#!/bin/sh\necho 'no interpreter here' >&2\nexit 3\n")
+    failing.chmod(0o755)
+    driver = get_driver("fork", {"python": str(failing)}, tmp_path / "state")
+    jid = driver.submit(JobSpec("/bin/true", ()))
+    info = wait_status(driver, jid, *DONE)
+    assert info.status is JobStatus.COMPLETED and info.exit_code is None
+    assert "never started" in info.exit_reason and "exit status 3" in info.exit_reason
+    assert "no interpreter here" in info.exit_reason
+    driver.cancel(jid)  # nothing to cancel: returns at once
+    assert driver.status(jid).status is JobStatus.COMPLETED
+
+
+def test_a_missing_interpreter_is_refused_at_submit(tmp_path):
+    driver = get_driver("fork", {"python": str(tmp_path / "no-python")}, tmp_path / "state")
+    with pytest.raises(DriverError, match="cannot start the fork supervisor"):
+        driver.submit(JobSpec("/bin/true", ()))
