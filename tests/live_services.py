@@ -5,6 +5,8 @@ And how the settings files of the ``.ci/*-up.sh`` scripts are read."""
 from __future__ import annotations
 
 import os
+import pwd
+import subprocess
 from pathlib import Path
 from typing import NoReturn
 
@@ -36,3 +38,25 @@ def lsf_bin_dir(envdir: str) -> str | None:
     """LSF_BINDIR from ``envdir/lsf.conf``, or None."""
     settings = env_file(Path(envdir) / "lsf.conf")
     return settings.get("LSF_BINDIR")
+
+
+LSF_USER = os.environ.get("GAHP_LSF_USER", "gahplsf")
+"""The account the live LSF tests submit as when they run as root (LSF refuses root's
+jobs): created when missing; the LSF commands run as it through ``runuser``."""
+
+
+def lsf_job_user() -> pwd.struct_passwd:
+    """:data:`LSF_USER`, created when missing (as root)."""
+    try:
+        return pwd.getpwnam(LSF_USER)
+    except KeyError:
+        pass
+    proc = subprocess.run(
+        ["useradd", "--create-home", "--shell", "/bin/sh", LSF_USER],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if proc.returncode != 0:
+        pytest.fail(f"cannot create the LSF test user {LSF_USER}: {proc.stderr.strip()}")
+    return pwd.getpwnam(LSF_USER)

@@ -22,7 +22,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-from live_services import unavailable
+from live_services import LSF_USER, lsf_job_user, unavailable
 
 from gahp_core.testing import wait_for
 from gahp_lrms import Driver, JobInfo, JobSpec, JobStatus, get_driver
@@ -226,25 +226,7 @@ def openpbs_driver(openpbs_config: dict[str, str], tmp_path: Path) -> Iterator[D
 
 
 # ---------------------------------------------------------------------- LSF
-LSF_USER = os.environ.get("GAHP_LSF_USER", "gahplsf")
-"""The account the live LSF tests submit as when they run as root (LSF refuses root's
-jobs): created when missing, the LSF commands run as it through ``runuser`` wrappers."""
 LSF_COMMANDS = ("bsub", "bjobs", "bhist", "bkill", "bstop", "bresume", "bqueues", "lsid")
-
-
-def _lsf_job_user() -> pwd.struct_passwd:
-    try:
-        return pwd.getpwnam(LSF_USER)
-    except KeyError:
-        pass
-    proc = subprocess.run(
-        ["useradd", "--create-home", "--shell", "/bin/sh", LSF_USER],
-        capture_output=True,
-        text=True,
-    )
-    if proc.returncode != 0:
-        pytest.fail(f"cannot create the LSF test user {LSF_USER}: {proc.stderr.strip()}")
-    return pwd.getpwnam(LSF_USER)
 
 
 @pytest.fixture(scope="session")
@@ -260,7 +242,7 @@ def lsf_config(
     bindir = parse_lsf_conf((Path(envdir) / "lsf.conf").read_text()).get("LSF_BINDIR", "")
     config = {"lsf_envdir": envdir, "status_interval": LIVE_STATUS_INTERVAL}
     if os.geteuid() == 0:
-        _lsf_job_user()
+        lsf_job_user()
         wrappers = tmp_path_factory.mktemp("lsf-bin")
         for name in LSF_COMMANDS:
             path = wrappers / name
@@ -281,7 +263,7 @@ def lsf_job_dir(lsf_config: dict[str, str]) -> Iterator[Path]:
     path = Path(tempfile.mkdtemp(prefix="t-", dir=base))
     os.chmod(path, 0o755)
     if os.geteuid() == 0:
-        user = _lsf_job_user()
+        user = lsf_job_user()
         os.chown(path, user.pw_uid, user.pw_gid)
     yield path
     shutil.rmtree(path, ignore_errors=True)

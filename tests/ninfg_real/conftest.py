@@ -3,7 +3,8 @@ the invoke-server wrappers, and one :class:`Backend` per batch system.
 
 Without the bundle the tests skip (fail under ``GAHP_REQUIRE_NINFG=1``).  A batch system
 that is down skips its cases (fail under its ``GAHP_REQUIRE_*``).  LSF refuses root's jobs:
-run as root, its cases skip with that reason.
+run as root, the LSF cases run the client as the LSF test user (``live_services.LSF_USER``),
+in a directory of its own, with an interpreter it may run (the GAHPs' venv).
 """
 
 from __future__ import annotations
@@ -14,13 +15,24 @@ import os
 import shutil
 import signal
 import subprocess
+import sys
+import tempfile
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
-from live_services import lsf_bin_dir, unavailable
-from ngkit import NgClient, Result, alive, build_sample, find_ng_dir, write_invoke_servers
+from live_services import lsf_bin_dir, lsf_job_user, unavailable
+from ngkit import (
+    REPO,
+    NgClient,
+    Result,
+    alive,
+    build_sample,
+    find_ng_dir,
+    give_tree,
+    write_invoke_servers,
+)
 
 MAX_HANDLES = 20
 
@@ -67,6 +79,10 @@ class Backend:
     job_var: str = ""
     state: Callable[[str], str] = lambda _job: ""
     remove: Callable[[str], None] = lambda _job: None
+    run_as: str | None = None
+    """The user the client runs as (None: this process's)."""
+    python: str = sys.executable
+    """The interpreter of the invoke servers and the recorder (one ``run_as`` may run)."""
 
     @property
     def handles(self) -> int:
@@ -131,20 +147,43 @@ def pbs_backend(env: dict[str, str]) -> Backend:
                    lambda job: _run([str(pbs_bin / "qdel"), job], env) and None)
 
 
+def shared_python(user: str) -> str:
+    """An interpreter ``user`` may run that imports gahp's dependencies: the venv
+    ``.ci/htcondor-up.sh`` makes for the GAHPs (``$GAHP_VENV``, default /opt/gahp-venv; root's
+    own interpreter may be out of other users' reach)."""
+    python = str(Path(os.environ.get("GAHP_VENV", "/opt/gahp-venv")) / "bin" / "python")
+    probe = _run(
+        ["runuser", "-u", user, "--", python, "-c", "import gahp_ninfg.cli"],
+        {**os.environ, "PYTHONPATH": str(REPO)},
+    )
+    if probe.returncode != 0:
+        unavailable(
+            "GAHP_REQUIRE_LSF",
+            f"LSF refuses root's jobs, so its Ninf-G client runs as {user}, and {user} cannot"
+            f" run gahp with {python} (make it with `bash .ci/htcondor-up.sh`, or set"
+            f" GAHP_VENV): {probe.stderr.strip()[-300:]}",
+        )
+    return python
+
+
 def lsf_backend(env: dict[str, str]) -> Backend:
-    if os.geteuid() == 0:
-        pytest.skip("LSF refuses root's jobs: run the suite as an unprivileged user for the"
-                    " LSF cases (blahpd on LSF is tested under HTCondor, as its job owner)")
+    """As root, the client (and so the invoke server) runs as :data:`LSF_USER`, with the
+    LSF commands: LSF refuses root's jobs, and a Ninf-G client is a user's program."""
+    run_as = lsf_job_user().pw_name if os.geteuid() == 0 else None
+    python = shared_python(run_as) if run_as else sys.executable
     bin_dir = Path(lsf_bin_dir(env["LSF_ENVDIR"]) or "")
     env = {**env, "NG_INVOKE_BIN_DIR": str(bin_dir)}
+    as_user = ["runuser", "-u", run_as, "--"] if run_as else []
 
     def state(job: str) -> str:
-        lines = _run([str(bin_dir / "bjobs"), "-a", "-w", job], env).stdout.splitlines()
+        bjobs = [*as_user, str(bin_dir / "bjobs"), "-a", "-w", job]
+        lines = _run(bjobs, env).stdout.splitlines()
         out = lines[1].split() if len(lines) > 1 else []
         return out[2] if len(out) > 2 and out[2] not in ("DONE", "EXIT") else "gone"
 
     return Backend("LSF", env, 4, "LSB_JOBID", state,
-                   lambda job: _run([str(bin_dir / "bkill"), job], env) and None)
+                   lambda job: _run([*as_user, str(bin_dir / "bkill"), job], env) and None,
+                   run_as=run_as, python=python)
 
 
 def backend_for(kind: str, batch_env: Callable[[str], dict[str, str] | None]) -> Backend:
@@ -167,10 +206,18 @@ def make_client(
     """``make_client(backend)``: an :class:`NgClient`; afterwards every client is killed
     and every job its executables recorded is removed from the batch system."""
     made: list[tuple[NgClient, Backend]] = []
+    areas: list[Path] = []
 
     def make(backend: Backend, name: str = "run") -> NgClient:
-        client = NgClient(ng_dir, ng_sample, ng_servers, backend.kind, tmp_path / name,
-                          backend.env)
+        if backend.run_as is None:
+            client = NgClient(ng_dir, ng_sample, ng_servers, backend.kind, tmp_path / name,
+                              backend.env)
+        else:
+            area = user_area(ng_dir, ng_sample, backend)
+            areas.append(area)
+            client = NgClient(ng_dir, area / "sample", area / "servers", backend.kind,
+                              area / name, backend.env, run_as=backend.run_as,
+                              python=backend.python)
         made.append((client, backend))
         return client
 
@@ -180,3 +227,22 @@ def make_client(
         for record in Result(client.rundir, 0, "", "").records():
             if not backend.job_gone(record):
                 backend.remove(backend.job_of(record))
+    for area in areas:
+        shutil.rmtree(area, ignore_errors=True)
+
+
+def user_area(ng_dir: Path, sample: Path, backend: Backend) -> Path:
+    """A directory of ``backend.run_as``'s own, outside root's private temporary tree, with
+    a copy of the built sample and the invoke-server wrappers: where its client runs."""
+    assert backend.run_as is not None
+    probe = _run(["runuser", "-u", backend.run_as, "--", "test", "-x",
+                  str(ng_dir / "test-kit" / "ng-is-tap")])
+    if probe.returncode != 0:
+        unavailable("GAHP_REQUIRE_NINFG", f"{backend.run_as} cannot reach the Ninf-G bundle at"
+                    f" {ng_dir} (unpack it with `bash .ci/ninfg-up.sh`)")
+    area = Path(tempfile.mkdtemp(prefix=f"gahp-ng-{backend.run_as}-"))
+    area.chmod(0o755)
+    shutil.copytree(sample, area / "sample", symlinks=True)
+    write_invoke_servers(area / "servers", backend.python)
+    give_tree(area, backend.run_as)
+    return area

@@ -15,6 +15,7 @@ import contextlib
 import fcntl
 import json
 import os
+import pwd
 import re
 import signal
 import subprocess
@@ -24,6 +25,7 @@ import time
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 REPO = Path(__file__).resolve().parents[2]
 BUNDLE_NAME = "ninfg-5.0.0-debian12-x86_64.tar.xz"
@@ -114,25 +116,25 @@ def build_sample(ng_dir: Path, where: Path) -> Path:
     return sample
 
 
-def write_invoke_servers(where: Path) -> Path:
-    """``ng_invoke_server.<TYPE>`` scripts that run this worktree's servers."""
+def write_invoke_servers(where: Path, python: str = sys.executable) -> Path:
+    """``ng_invoke_server.<TYPE>`` scripts that run this worktree's servers with ``python``."""
     where.mkdir(parents=True, exist_ok=True)
     for kind, main in SERVERS.items():
         path = where / f"ng_invoke_server.{kind}"
         code = f"from gahp_ninfg.cli import {main}; {main}()"
         path.write_text(
             "#!/bin/sh\n"
-            f"PYTHONPATH='{REPO}' exec '{sys.executable}' -c '{code}' \"$@\"\n"
+            f"PYTHONPATH='{REPO}' exec '{python}' -c '{code}' \"$@\"\n"
         )
         path.chmod(0o755)
     return where
 
 
-def write_recorder(path: Path, record_dir: Path, real: Path) -> Path:
-    """The recorder program at ``path`` (see the module documentation)."""
+def write_recorder(path: Path, record_dir: Path, real: Path, python: str = sys.executable) -> Path:
+    """The recorder program at ``path`` (see the module documentation), run by ``python``."""
     record_dir.mkdir(parents=True, exist_ok=True)
     path.parent.mkdir(parents=True, exist_ok=True)
-    head = f"#!{sys.executable}\nRECORD_DIR = {str(record_dir)!r}\nREAL = {str(real)!r}\n"
+    head = f"#!{python}\nRECORD_DIR = {str(record_dir)!r}\nREAL = {str(real)!r}\n"
     path.write_text(head + RECORDER)
     path.chmod(0o755)
     return path
@@ -238,12 +240,19 @@ class NgClient:
     extra_env: dict[str, str] = field(default_factory=dict)
     executable: Path | None = None
     proc: subprocess.Popen[str] | None = None
+    run_as: str | None = None
+    """Run the client as this user (through ``runuser``; the run directory becomes its)."""
+    python: str = sys.executable
+    """The interpreter of the recorder (one ``run_as`` may run)."""
 
     def __post_init__(self) -> None:
         self.rundir.mkdir(parents=True, exist_ok=True)
         (self.rundir / "tmp").mkdir(exist_ok=True)
         self.recorder = write_recorder(
-            self.rundir / "bin" / "recorder", self.rundir / "rec", self.sample / "_stub_pi_trial"
+            self.rundir / "bin" / "recorder",
+            self.rundir / "rec",
+            self.sample / "_stub_pi_trial",
+            self.python,
         )
         self.executable = self.recorder
 
@@ -295,10 +304,17 @@ class NgClient:
     def start(self, mode: str, n: int = 1, times: int = 100000, sleep_s: int = 2) -> None:
         argv = [str(self.sample / "ng_test_client"), str(self.config()), mode, "localhost",
                 str(n), str(times), str(sleep_s)]
+        env = self._environment()
+        user: dict[str, Any] = {}
+        if self.run_as is not None:  # the client itself (its pid) runs as that user
+            give_tree(self.rundir, self.run_as)
+            entry = pwd.getpwnam(self.run_as)
+            user = {"user": entry.pw_uid, "group": entry.pw_gid, "extra_groups": []}
+            env.update(HOME=entry.pw_dir, USER=entry.pw_name, LOGNAME=entry.pw_name)
         with open(self.rundir / "out.txt", "w") as out, open(self.rundir / "err.txt", "w") as err:
             self.proc = subprocess.Popen(
-                argv, cwd=self.rundir, env=self._environment(), stdin=subprocess.DEVNULL,
-                stdout=out, stderr=err, text=True, start_new_session=True,
+                argv, cwd=self.rundir, env=env, stdin=subprocess.DEVNULL,
+                stdout=out, stderr=err, text=True, start_new_session=True, **user,
             )
 
     def wait(self, timeout: float = CLIENT_TIMEOUT) -> Result:
@@ -354,6 +370,15 @@ def attributes(lines: Sequence[tuple[float, bytes]]) -> Iterator[list[tuple[byte
         elif current is not None:
             name, _, value = line.partition(b" ")
             current.append((name, value))
+
+
+def give_tree(root: Path, user: str) -> None:
+    """Make ``user`` the owner of ``root`` and of everything below it."""
+    entry = pwd.getpwnam(user)
+    os.chown(root, entry.pw_uid, entry.pw_gid)
+    for top, dirs, files in os.walk(root):
+        for name in dirs + files:
+            os.chown(os.path.join(top, name), entry.pw_uid, entry.pw_gid, follow_symlinks=False)
 
 
 def alive(pid: int) -> bool:
