@@ -30,6 +30,7 @@ from gahp_boinc._errors import NoOutput, RpcError, rpc_error
 from gahp_boinc._http import HttpTimeout, HttpTransportError, PlainHttp, Reply
 from gahp_boinc._replies import (
     _DECL,
+    _NotPlain,
     as_list,
     clean_stderr,
     decode_text,
@@ -865,41 +866,55 @@ def _plain_query_batch2(body: bytes) -> tuple[str, list[list[tuple[str, str]]]] 
     if b"&" in body or top_level_error(body, "query_batch2") is not None:
         return None
     try:
-        root = ET.fromstring(decode_text(_DECL.sub(b"", body, count=1)))
-    except ET.ParseError:
+        return _plain_batches(ET.fromstring(decode_text(_DECL.sub(b"", body, count=1))))
+    except (ET.ParseError, _NotPlain):
         return None
+
+
+def _plain_batches(root: ET.Element) -> tuple[str, list[list[tuple[str, str]]]]:
+    """The server time and batches of a parsed query_batch2 reply; :class:`_NotPlain` when
+    anything in it is unusual."""
     server_time = ""
     sizes: list[int] = []
     batches: list[list[tuple[str, str]]] = []
     for el in root:
         tag = el.tag
         if el.attrib or tag.startswith("{"):
-            return None
+            raise _NotPlain
         if tag == "job":
             if not batches:
-                return None
-            fields: dict[str, str] = {}
-            for child in el:
-                if child.tag in fields or child.attrib or len(child):
-                    return None
-                fields[child.tag] = (child.text or "").strip()
-            if not fields and (el.text or "").strip():
-                return None
-            batches[-1].append((fields.get("job_name", ""), fields.get("status", "")))
-        elif tag in ("server_time", "batch_size"):
-            if len(el):
-                return None
-            text = (el.text or "").strip()
-            if tag == "server_time":
-                server_time = text
-            elif not text.isdigit():
-                return None
-            else:
-                sizes.append(int(text))
-                batches.append([])
+                raise _NotPlain
+            batches[-1].append(_plain_job(el))
+        elif tag == "server_time":
+            server_time = _plain_leaf(el)
+        elif tag == "batch_size":
+            text = _plain_leaf(el)
+            if not text.isdigit():
+                raise _NotPlain
+            sizes.append(int(text))
+            batches.append([])
     if not server_time or sizes != [len(jobs) for jobs in batches]:
-        return None
+        raise _NotPlain
     return server_time, batches
+
+
+def _plain_job(el: ET.Element) -> tuple[str, str]:
+    """A ``<job>``'s name and status, when its fields are distinct, bare text elements."""
+    fields: dict[str, str] = {}
+    for child in el:
+        if child.tag in fields or child.attrib or len(child):
+            raise _NotPlain
+        fields[child.tag] = (child.text or "").strip()
+    if not fields and (el.text or "").strip():
+        raise _NotPlain
+    return fields.get("job_name", ""), fields.get("status", "")
+
+
+def _plain_leaf(el: ET.Element) -> str:
+    """The stripped text of an element without children."""
+    if len(el):
+        raise _NotPlain
+    return (el.text or "").strip()
 
 
 def _form_request(xml: str, files: Sequence[tuple[str, Path]] = ()) -> tuple[bytes, str]:
