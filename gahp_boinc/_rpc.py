@@ -332,47 +332,12 @@ class BoincRpc:
         attempt = 0
         while True:
             attempt += 1
-            handles = []
+            resp: Reply | httpx.Response
             try:
-                resp: Reply | httpx.Response
                 if plain is not None:
-                    if files:
-                        content, ctype = _form_request(xml, files)
-                    else:
-                        content, ctype = _form_request(xml)
-                    async with self._slots:
-                        sent = time.monotonic()
-                        if method == "GET":
-                            resp = await plain.request("GET", url)
-                        else:
-                            resp = await plain.request("POST", url, content, ctype)
+                    resp = await self._send_plain(plain, url, command, xml, files, method)
                 else:
-                    from gahp_boinc._httpx_transport import send
-
-                    if files:
-                        parts: list[tuple[str, Any]] = [("request", (None, xml.encode("utf-8")))]
-                        for i, (_, path) in enumerate(files):
-                            fh = open(path, "rb")  # noqa: SIM115 - closed in finally
-                            handles.append(fh)
-                            parts.append((f"file_{i}", (path.name, fh, "application/octet-stream")))
-                        kwargs: dict[str, Any] = {"files": parts}
-                    else:
-                        content, ctype = _form_request(xml)
-                        kwargs = {"content": content, "headers": {"Content-Type": ctype}}
-                    async with self._slots:
-                        sent = time.monotonic()
-                        if method == "GET":
-                            resp = await send(self.client, "GET", url)
-                        else:
-                            resp = await send(self.client, "POST", url, **kwargs)
-                if log.isEnabledFor(logging.DEBUG):
-                    log.debug(
-                        "%s: HTTP %d, %d bytes in %.3f s",
-                        command,
-                        resp.status_code,
-                        len(resp.content),
-                        time.monotonic() - sent,
-                    )
+                    resp = await self._send_httpx(url, command, xml, files, method)
             except HttpTimeout as exc:
                 err = RpcError(
                     f"{command}: no reply from {url} in time ({exc.kind})", retryable=True
@@ -386,23 +351,78 @@ class BoincRpc:
                 if status_err is None:
                     return resp.content
                 err = status_err
-            finally:
-                for fh in handles:
-                    fh.close()
-            delay = self.backoff * (2 ** (attempt - 1)) * (0.5 + random.random())
-            retry_after = getattr(err, "retry_after", None)
-            if retry_after is not None:
-                delay = max(delay, retry_after)
-            elapsed = time.monotonic() - start
-            if (
-                not idempotent
-                or not err.retryable
-                or attempt >= self.max_tries
-                or elapsed + delay > self.deadline
-            ):
+            delay = self._retry_delay(err, attempt, start) if idempotent else None
+            if delay is None:
                 raise err
             log.info("%s failed (%s); retry %d in %.1f s", command, err, attempt, delay)
             await asyncio.sleep(delay)
+
+    async def _send_plain(
+        self,
+        plain: PlainHttp,
+        url: str,
+        command: str,
+        xml: str,
+        files: Sequence[tuple[str, Path]],
+        method: str,
+    ) -> Reply:
+        """One request through the lean client (the files read into the body)."""
+        content, ctype = _form_request(xml, files)
+        async with self._slots:
+            sent = time.monotonic()
+            if method == "GET":
+                resp = await plain.request("GET", url)
+            else:
+                resp = await plain.request("POST", url, content, ctype)
+        _log_reply(command, resp, sent)
+        return resp
+
+    async def _send_httpx(
+        self,
+        url: str,
+        command: str,
+        xml: str,
+        files: Sequence[tuple[str, Path]],
+        method: str,
+    ) -> httpx.Response:
+        """One request through httpx (the files streamed from open handles)."""
+        from gahp_boinc._httpx_transport import send
+
+        handles = []
+        try:
+            if files:
+                parts: list[tuple[str, Any]] = [("request", (None, xml.encode("utf-8")))]
+                for i, (_, path) in enumerate(files):
+                    fh = open(path, "rb")  # noqa: SIM115 - closed in finally
+                    handles.append(fh)
+                    parts.append((f"file_{i}", (path.name, fh, "application/octet-stream")))
+                kwargs: dict[str, Any] = {"files": parts}
+            else:
+                content, ctype = _form_request(xml)
+                kwargs = {"content": content, "headers": {"Content-Type": ctype}}
+            async with self._slots:
+                sent = time.monotonic()
+                if method == "GET":
+                    resp = await send(self.client, "GET", url)
+                else:
+                    resp = await send(self.client, "POST", url, **kwargs)
+        finally:
+            for fh in handles:
+                fh.close()
+        _log_reply(command, resp, sent)
+        return resp
+
+    def _retry_delay(self, err: RpcError, attempt: int, start: float) -> float | None:
+        """How long to wait before trying again after ``err`` (backoff with jitter, at least
+        its Retry-After); None when it is not retryable or the tries or deadline are spent."""
+        delay = self.backoff * (2 ** (attempt - 1)) * (0.5 + random.random())
+        retry_after = getattr(err, "retry_after", None)
+        if retry_after is not None:
+            delay = max(delay, retry_after)
+        elapsed = time.monotonic() - start
+        if not err.retryable or attempt >= self.max_tries or elapsed + delay > self.deadline:
+            return None
+        return delay
 
     @staticmethod
     def _check_status(resp: Reply | httpx.Response, command: str, url: str) -> RpcError | None:
@@ -855,6 +875,18 @@ def part_path(dest: Path) -> str:
     whole and then renamed to ``dest`` (string operations: pathlib costs more)."""
     head, tail = os.path.split(os.fspath(dest))
     return os.path.join(head, f".{tail}.part-{os.getpid()}-{random.getrandbits(32):08x}")
+
+
+def _log_reply(command: str, resp: Reply | httpx.Response, sent: float) -> None:
+    """Log a reply's status, size and time since ``sent`` (at DEBUG level)."""
+    if log.isEnabledFor(logging.DEBUG):
+        log.debug(
+            "%s: HTTP %d, %d bytes in %.3f s",
+            command,
+            resp.status_code,
+            len(resp.content),
+            time.monotonic() - sent,
+        )
 
 
 def _plain_query_batch2(body: bytes) -> tuple[str, list[list[tuple[str, str]]]] | None:
