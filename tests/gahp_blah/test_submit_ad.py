@@ -140,3 +140,13 @@ def test_relative_proxy_and_inputs_are_in_iwd_and_expressions_kept(tmp_path):
 def test_more_bad_submit_ads(text, msg):
     with pytest.raises(SubmitError, match=msg):
         parse_submit_ad(text)
+
+
+def test_v2_attributes_win_over_v1():
+    ad = parse_submit_ad(
+        '[ Cmd = "/x"; gridtype = "fork"; Args = "v1"; Arguments = "v2 \'a b\'"; '
+        'Env = "A=v1"; Environment = "A=v2" ]'
+    )
+    assert ad.spec.arguments == ("v2", "a b") and dict(ad.spec.environment) == {"A": "v2"}
+    empty = parse_submit_ad('[ Cmd = "/x"; gridtype = "fork"; Args = "v1"; Arguments = "" ]')
+    assert empty.spec.arguments == ()
