@@ -91,6 +91,7 @@ class _Attributes:
 
     @classmethod
     def collect(cls, pairs: Sequence[tuple[str, str]]) -> _Attributes:
+        """Gather ``pairs`` (the user options come first, so theirs win)."""
         single: dict[str, str] = {}
         repeated: dict[str, list[str]] = {k: [] for k in REPEATED}
         for name, value in pairs:
