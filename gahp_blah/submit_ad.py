@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import math
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import attrs
 
@@ -19,6 +19,8 @@ from gahp_blah.arguments import (
 )
 from gahp_blah.errors import BlahError
 from gahp_lrms import JobSpec
+
+T = TypeVar("T")
 
 
 class SubmitError(BlahError):
@@ -150,40 +152,17 @@ def parse_submit_ad(
     cmd = ad.string("Cmd")
     if not cmd:
         raise SubmitError("attribute Cmd (the executable) is missing")
-    iwd = ad.string("Iwd")
-    if iwd is not None and not os.path.isabs(iwd):
-        raise SubmitError(f"attribute Iwd must be an absolute path, not {iwd!r}")
-    try:
-        if ad.has("Arguments"):
-            arguments = split_v2(ad.string("Arguments") or "")
-        else:
-            arguments = split_v1(ad.string("Args") or "")
-        if ad.has("Environment"):
-            environment = parse_env_v2(ad.string("Environment") or "")
-        else:
-            environment = parse_env_v1(ad.string("Env") or "")
-    except SyntaxProblem as exc:
-        raise SubmitError(str(exc)) from None
+    iwd = _iwd(ad)
+    arguments, environment = _arguments_and_environment(ad)
     proxy = _proxy_path(ad, iwd)
     if proxy is not None and os.path.isfile(proxy):
         environment["X509_USER_PROXY"] = proxy
-
     node_number = ad.integer("NodeNumber")
-    granularity = ad.integer("SMPGranularity")
-    host_size = ad.integer("HostSMPSize")
-    nodes = cpus = None
-    if node_number and granularity:
-        nodes, cpus = math.ceil(node_number / granularity), granularity
-    elif node_number:
-        cpus = node_number
-    if host_size:
-        cpus = host_size
+    nodes, cpus = _nodes_and_cpus(
+        node_number, ad.integer("SMPGranularity"), ad.integer("HostSMPSize")
+    )
     transfer_input = _file_list(ad.string("TransferInput"))
-    base = Path(iwd) if iwd else None
-    for name in transfer_input:
-        p = Path(name) if os.path.isabs(name) or base is None else base / name
-        if not p.exists():
-            raise SubmitError(f"input file {name} (TransferInput) does not exist")
+    _check_inputs_exist(transfer_input, iwd)
     try:
         spec = JobSpec(
             executable=cmd,
@@ -216,3 +195,54 @@ def parse_submit_ad(
         ),
         node_number=node_number,
     )
+
+
+def _iwd(ad: _Ad) -> str | None:
+    """``Iwd``, which must be an absolute path when given."""
+    iwd = ad.string("Iwd")
+    if iwd is not None and not os.path.isabs(iwd):
+        raise SubmitError(f"attribute Iwd must be an absolute path, not {iwd!r}")
+    return iwd
+
+
+def _arguments_and_environment(ad: _Ad) -> tuple[list[str], dict[str, str]]:
+    """The job's arguments and environment, each read from its V2 attribute (``Arguments``,
+    ``Environment``) when the ad has it, else from the V1 one (``Args``, ``Env``)."""
+    try:
+        arguments = _v2_or_v1(ad, ("Arguments", split_v2), ("Args", split_v1))
+        environment = _v2_or_v1(ad, ("Environment", parse_env_v2), ("Env", parse_env_v1))
+    except SyntaxProblem as exc:
+        raise SubmitError(str(exc)) from None
+    return arguments, environment
+
+
+def _v2_or_v1(ad: _Ad, v2: tuple[str, Callable[[str], T]], v1: tuple[str, Callable[[str], T]]) -> T:
+    """An attribute in its V2 syntax if the ad has it, else in its V1 syntax (each read with
+    its parser; a missing one as empty)."""
+    name, parse = v2 if ad.has(v2[0]) else v1
+    return parse(ad.string(name) or "")
+
+
+def _nodes_and_cpus(
+    node_number: int | None, granularity: int | None, host_size: int | None
+) -> tuple[int | None, int | None]:
+    """Nodes and CPUs per node: ``NodeNumber`` CPUs on nodes of ``SMPGranularity`` CPUs (or
+    all on one node), the CPUs per node set by ``HostSMPSize`` when given."""
+    nodes = cpus = None
+    if node_number and granularity:
+        nodes, cpus = math.ceil(node_number / granularity), granularity
+    elif node_number:
+        cpus = node_number
+    if host_size:
+        cpus = host_size
+    return nodes, cpus
+
+
+def _check_inputs_exist(transfer_input: tuple[str, ...], iwd: str | None) -> None:
+    """Refuse an input file (``TransferInput``; a relative one is in ``Iwd``) that does not
+    exist."""
+    base = Path(iwd) if iwd else None
+    for name in transfer_input:
+        p = Path(name) if os.path.isabs(name) or base is None else base / name
+        if not p.exists():
+            raise SubmitError(f"input file {name} (TransferInput) does not exist")

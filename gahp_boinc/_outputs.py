@@ -52,8 +52,7 @@ def write_atomic(dest: Path, data: bytes) -> None:
     """Write ``data`` to ``dest`` through a temporary file and a rename."""
     if _discard(dest):
         return
-    if not os.path.isdir(os.path.dirname(dest) or "."):
-        raise OutputError(f"directory {dest.parent} does not exist")
+    _require_directory(dest)
     tmp = part_path(dest)
     try:
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
@@ -103,32 +102,47 @@ async def fetch_output(
         return done
     if output_names is None:
         output_names = (await rpc.get_templates(req.project, job_name=req.job)).output_names
-    names = [safe_logical_name(n) for n in output_names]
+    await _fetch_files(rpc, req, iwd, [safe_logical_name(n) for n in output_names])
+    return done
+
+
+async def _fetch_files(rpc: BoincRpc, req: FetchRequest, iwd: Path, names: list[str]) -> None:
+    """Download the output files the request wants, of a job whose outputs are ``names``:
+    each by itself, or (when the only output is a zip archive) unpacked from that archive."""
     specs = _without_stdio(req, set(names))
     if req.mode == "SOME" and not specs:
-        return done
+        return
     renames = {src: resolve(iwd, dst) for src, dst in specs}
-    wanted = set(renames)
-    unknown = wanted - set(names)
     zipped = len(names) == 1 and names[0].lower().endswith(".zip")
-    if unknown and not zipped:
-        raise OutputError(
-            f"job {req.job} has no output file named {', '.join(sorted(unknown))} "
-            f"(outputs: {', '.join(names) or 'none'})"
-        )
-    if zipped and names[0] not in wanted:
+    if not zipped:
+        _check_known(req.job, renames, names)
+    elif names[0] not in renames:
         await _fetch_zip(rpc, req, iwd, names[0], renames)
-        return done
+        return
     for i, name in enumerate(names):
-        if req.mode == "SOME" and name not in wanted:
+        if req.mode == "SOME" and name not in renames:
             continue
         dest = renames.get(name, iwd / name)
         if _discard(dest):
             continue
-        if not os.path.isdir(os.path.dirname(dest) or "."):
-            raise OutputError(f"directory {dest.parent} does not exist")
+        _require_directory(dest)
         await rpc.download_output(req.project, req.job, i, dest)
-    return done
+
+
+def _check_known(job: str, renames: dict[str, Path], names: list[str]) -> None:
+    """Refuse a request naming a file that is not one of the job's outputs."""
+    unknown = set(renames) - set(names)
+    if unknown:
+        raise OutputError(
+            f"job {job} has no output file named {', '.join(sorted(unknown))} "
+            f"(outputs: {', '.join(names) or 'none'})"
+        )
+
+
+def _require_directory(dest: Path) -> None:
+    """Refuse a destination whose directory does not exist."""
+    if not os.path.isdir(os.path.dirname(dest) or "."):
+        raise OutputError(f"directory {dest.parent} does not exist")
 
 
 def _without_stdio(req: FetchRequest, names: set[str]) -> tuple[tuple[str, str], ...]:

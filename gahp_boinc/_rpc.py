@@ -30,6 +30,7 @@ from gahp_boinc._errors import NoOutput, RpcError, rpc_error
 from gahp_boinc._http import HttpTimeout, HttpTransportError, PlainHttp, Reply
 from gahp_boinc._replies import (
     _DECL,
+    _NotPlain,
     as_list,
     clean_stderr,
     decode_text,
@@ -331,47 +332,12 @@ class BoincRpc:
         attempt = 0
         while True:
             attempt += 1
-            handles = []
+            resp: Reply | httpx.Response
             try:
-                resp: Reply | httpx.Response
                 if plain is not None:
-                    if files:
-                        content, ctype = _form_request(xml, files)
-                    else:
-                        content, ctype = _form_request(xml)
-                    async with self._slots:
-                        sent = time.monotonic()
-                        if method == "GET":
-                            resp = await plain.request("GET", url)
-                        else:
-                            resp = await plain.request("POST", url, content, ctype)
+                    resp = await self._send_plain(plain, url, command, xml, files, method)
                 else:
-                    from gahp_boinc._httpx_transport import send
-
-                    if files:
-                        parts: list[tuple[str, Any]] = [("request", (None, xml.encode("utf-8")))]
-                        for i, (_, path) in enumerate(files):
-                            fh = open(path, "rb")  # noqa: SIM115 - closed in finally
-                            handles.append(fh)
-                            parts.append((f"file_{i}", (path.name, fh, "application/octet-stream")))
-                        kwargs: dict[str, Any] = {"files": parts}
-                    else:
-                        content, ctype = _form_request(xml)
-                        kwargs = {"content": content, "headers": {"Content-Type": ctype}}
-                    async with self._slots:
-                        sent = time.monotonic()
-                        if method == "GET":
-                            resp = await send(self.client, "GET", url)
-                        else:
-                            resp = await send(self.client, "POST", url, **kwargs)
-                if log.isEnabledFor(logging.DEBUG):
-                    log.debug(
-                        "%s: HTTP %d, %d bytes in %.3f s",
-                        command,
-                        resp.status_code,
-                        len(resp.content),
-                        time.monotonic() - sent,
-                    )
+                    resp = await self._send_httpx(url, command, xml, files, method)
             except HttpTimeout as exc:
                 err = RpcError(
                     f"{command}: no reply from {url} in time ({exc.kind})", retryable=True
@@ -385,23 +351,78 @@ class BoincRpc:
                 if status_err is None:
                     return resp.content
                 err = status_err
-            finally:
-                for fh in handles:
-                    fh.close()
-            delay = self.backoff * (2 ** (attempt - 1)) * (0.5 + random.random())
-            retry_after = getattr(err, "retry_after", None)
-            if retry_after is not None:
-                delay = max(delay, retry_after)
-            elapsed = time.monotonic() - start
-            if (
-                not idempotent
-                or not err.retryable
-                or attempt >= self.max_tries
-                or elapsed + delay > self.deadline
-            ):
+            delay = self._retry_delay(err, attempt, start) if idempotent else None
+            if delay is None:
                 raise err
             log.info("%s failed (%s); retry %d in %.1f s", command, err, attempt, delay)
             await asyncio.sleep(delay)
+
+    async def _send_plain(
+        self,
+        plain: PlainHttp,
+        url: str,
+        command: str,
+        xml: str,
+        files: Sequence[tuple[str, Path]],
+        method: str,
+    ) -> Reply:
+        """One request through the lean client (the files read into the body)."""
+        content, ctype = _form_request(xml, files)
+        async with self._slots:
+            sent = time.monotonic()
+            if method == "GET":
+                resp = await plain.request("GET", url)
+            else:
+                resp = await plain.request("POST", url, content, ctype)
+        _log_reply(command, resp, sent)
+        return resp
+
+    async def _send_httpx(
+        self,
+        url: str,
+        command: str,
+        xml: str,
+        files: Sequence[tuple[str, Path]],
+        method: str,
+    ) -> httpx.Response:
+        """One request through httpx (the files streamed from open handles)."""
+        from gahp_boinc._httpx_transport import send
+
+        handles = []
+        try:
+            if files:
+                parts: list[tuple[str, Any]] = [("request", (None, xml.encode("utf-8")))]
+                for i, (_, path) in enumerate(files):
+                    fh = open(path, "rb")  # noqa: SIM115 - closed in finally
+                    handles.append(fh)
+                    parts.append((f"file_{i}", (path.name, fh, "application/octet-stream")))
+                kwargs: dict[str, Any] = {"files": parts}
+            else:
+                content, ctype = _form_request(xml)
+                kwargs = {"content": content, "headers": {"Content-Type": ctype}}
+            async with self._slots:
+                sent = time.monotonic()
+                if method == "GET":
+                    resp = await send(self.client, "GET", url)
+                else:
+                    resp = await send(self.client, "POST", url, **kwargs)
+        finally:
+            for fh in handles:
+                fh.close()
+        _log_reply(command, resp, sent)
+        return resp
+
+    def _retry_delay(self, err: RpcError, attempt: int, start: float) -> float | None:
+        """How long to wait before trying again after ``err`` (backoff with jitter, at least
+        its Retry-After); None when it is not retryable or the tries or deadline are spent."""
+        delay = self.backoff * (2 ** (attempt - 1)) * (0.5 + random.random())
+        retry_after = getattr(err, "retry_after", None)
+        if retry_after is not None:
+            delay = max(delay, retry_after)
+        elapsed = time.monotonic() - start
+        if not err.retryable or attempt >= self.max_tries or elapsed + delay > self.deadline:
+            return None
+        return delay
 
     @staticmethod
     def _check_status(resp: Reply | httpx.Response, command: str, url: str) -> RpcError | None:
@@ -856,6 +877,18 @@ def part_path(dest: Path) -> str:
     return os.path.join(head, f".{tail}.part-{os.getpid()}-{random.getrandbits(32):08x}")
 
 
+def _log_reply(command: str, resp: Reply | httpx.Response, sent: float) -> None:
+    """Log a reply's status, size and time since ``sent`` (at DEBUG level)."""
+    if log.isEnabledFor(logging.DEBUG):
+        log.debug(
+            "%s: HTTP %d, %d bytes in %.3f s",
+            command,
+            resp.status_code,
+            len(resp.content),
+            time.monotonic() - sent,
+        )
+
+
 def _plain_query_batch2(body: bytes) -> tuple[str, list[list[tuple[str, str]]]] | None:
     """What ``parse_query_batch2`` returns for a plain reply, read by ElementTree's C parser
     (7 times faster for a thousand jobs); None for anything unusual (an error, attributes,
@@ -865,41 +898,55 @@ def _plain_query_batch2(body: bytes) -> tuple[str, list[list[tuple[str, str]]]] 
     if b"&" in body or top_level_error(body, "query_batch2") is not None:
         return None
     try:
-        root = ET.fromstring(decode_text(_DECL.sub(b"", body, count=1)))
-    except ET.ParseError:
+        return _plain_batches(ET.fromstring(decode_text(_DECL.sub(b"", body, count=1))))
+    except (ET.ParseError, _NotPlain):
         return None
+
+
+def _plain_batches(root: ET.Element) -> tuple[str, list[list[tuple[str, str]]]]:
+    """The server time and batches of a parsed query_batch2 reply; :class:`_NotPlain` when
+    anything in it is unusual."""
     server_time = ""
     sizes: list[int] = []
     batches: list[list[tuple[str, str]]] = []
     for el in root:
         tag = el.tag
         if el.attrib or tag.startswith("{"):
-            return None
+            raise _NotPlain
         if tag == "job":
             if not batches:
-                return None
-            fields: dict[str, str] = {}
-            for child in el:
-                if child.tag in fields or child.attrib or len(child):
-                    return None
-                fields[child.tag] = (child.text or "").strip()
-            if not fields and (el.text or "").strip():
-                return None
-            batches[-1].append((fields.get("job_name", ""), fields.get("status", "")))
-        elif tag in ("server_time", "batch_size"):
-            if len(el):
-                return None
-            text = (el.text or "").strip()
-            if tag == "server_time":
-                server_time = text
-            elif not text.isdigit():
-                return None
-            else:
-                sizes.append(int(text))
-                batches.append([])
+                raise _NotPlain
+            batches[-1].append(_plain_job(el))
+        elif tag == "server_time":
+            server_time = _plain_leaf(el)
+        elif tag == "batch_size":
+            text = _plain_leaf(el)
+            if not text.isdigit():
+                raise _NotPlain
+            sizes.append(int(text))
+            batches.append([])
     if not server_time or sizes != [len(jobs) for jobs in batches]:
-        return None
+        raise _NotPlain
     return server_time, batches
+
+
+def _plain_job(el: ET.Element) -> tuple[str, str]:
+    """A ``<job>``'s name and status, when its fields are distinct, bare text elements."""
+    fields: dict[str, str] = {}
+    for child in el:
+        if child.tag in fields or child.attrib or len(child):
+            raise _NotPlain
+        fields[child.tag] = (child.text or "").strip()
+    if not fields and (el.text or "").strip():
+        raise _NotPlain
+    return fields.get("job_name", ""), fields.get("status", "")
+
+
+def _plain_leaf(el: ET.Element) -> str:
+    """The stripped text of an element without children."""
+    if len(el):
+        raise _NotPlain
+    return (el.text or "").strip()
 
 
 def _form_request(xml: str, files: Sequence[tuple[str, Path]] = ()) -> tuple[bytes, str]:

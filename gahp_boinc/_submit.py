@@ -115,54 +115,15 @@ async def submit(
     """
     if state is None:
         state = SubmitState()
-    unfinished = state.unfinished
     project = req.project
     # Check everything local first: a bad request must not leave an empty batch behind.
     command_lines = [command_line(job.args) for job in req.jobs]
-    paths: dict[str, Path] = {}
-    for job in req.jobs:
-        for src, _ in job.inputs:
-            if src not in paths:
-                paths[src] = Path(src)
-    for path in paths.values():
-        check_input(path)
-
+    paths = _checked_inputs(req.jobs)
     templates = await _step("getting templates", rpc.get_templates(project, app_name=req.app))
-    for job in req.jobs:
-        if len(job.inputs) != templates.n_inputs:
-            raise StagingError(
-                f"job {job.name} has {len(job.inputs)} input files but application "
-                f"{req.app} takes {templates.n_inputs}"
-            )
-
-    digests = await hash_all(list(paths.values()), md5, run_in_worker)
-    phys_of = {src: physical_name(d, src) for src, d in zip(paths, digests, strict=True)}
-    distinct: dict[str, Path] = {}
-    for src, name in phys_of.items():
-        distinct.setdefault(name, paths[src])
-    names = list(distinct)
-
-    key = (project.url, req.batch)
-    batch_id = await _find_init_batch(rpc, project, req.batch) if key in unfinished else None
-    linked = batch_id is not None and unfinished[key]
-    if batch_id is None:
-        batch_id = await _create_batch(rpc, project, req, lease_seconds)
-    else:
-        log.info("reusing batch %s (id %d) left by a failed submission", req.batch, batch_id)
-    unfinished[key] = linked
-    link_to = None if linked else batch_id
-    # Two submissions sharing a file must not both find it absent and both upload it (the
-    # second upload fails with HTTP 500): staging is serialised per project.
-    async with state.staging_lock(project.url):
-        absent = (
-            await _step("querying files", rpc.query_files(project, link_to, names))
-            if names
-            else []
-        )
-        unfinished[key] = True
-        to_upload = [(names[i], distinct[names[i]]) for i in sorted(set(absent))]
-        if to_upload:
-            await _step("uploading files", rpc.upload_files(project, batch_id, to_upload))
+    _check_input_counts(req, templates.n_inputs)
+    phys_of, distinct = await _physical_names(paths, md5, run_in_worker)
+    batch_id, linked = await _open_batch(rpc, req, state, lease_seconds)
+    to_upload = await _stage(rpc, req, state, batch_id, linked, distinct)
     jobs = [
         JobInput(
             name=job.name, command_line=cl, inputs=tuple(phys_of[src] for src, _ in job.inputs)
@@ -170,11 +131,11 @@ async def submit(
         for job, cl in zip(req.jobs, command_lines, strict=True)
     ]
     await _step("submitting batch", rpc.submit_batch(project, batch_id, req.app, jobs, req.params))
-    unfinished.pop(key, None)
+    state.unfinished.pop((project.url, req.batch), None)
     state.remember_outputs(project.url, [job.name for job in jobs], templates.output_names)
     report = SubmitReport(
         batch_id=batch_id,
-        distinct_files=len(names),
+        distinct_files=len(distinct),
         uploaded_files=len(to_upload),
         uploaded_bytes=sum(p.stat().st_size for _, p in to_upload),
     )
@@ -188,6 +149,87 @@ async def submit(
         report.uploaded_bytes,
     )
     return report
+
+
+def _checked_inputs(jobs: Sequence[BoincJob]) -> dict[str, Path]:
+    """Every distinct input file of the jobs (by source path), each checked readable."""
+    paths: dict[str, Path] = {}
+    for job in jobs:
+        for src, _ in job.inputs:
+            if src not in paths:
+                paths[src] = Path(src)
+    for path in paths.values():
+        check_input(path)
+    return paths
+
+
+def _check_input_counts(req: SubmitRequest, n_inputs: int) -> None:
+    """Refuse a job whose input files are not as many as its application takes."""
+    for job in req.jobs:
+        if len(job.inputs) != n_inputs:
+            raise StagingError(
+                f"job {job.name} has {len(job.inputs)} input files but application "
+                f"{req.app} takes {n_inputs}"
+            )
+
+
+async def _physical_names(
+    paths: dict[str, Path], md5: Md5Cache, run_in_worker: Callable[..., Awaitable[Any]]
+) -> tuple[dict[str, str], dict[str, Path]]:
+    """The physical name (from the MD5) of each source path, and a file for each distinct
+    physical name (the first source path that has it)."""
+    digests = await hash_all(list(paths.values()), md5, run_in_worker)
+    phys_of = {src: physical_name(d, src) for src, d in zip(paths, digests, strict=True)}
+    distinct: dict[str, Path] = {}
+    for src, name in phys_of.items():
+        distinct.setdefault(name, paths[src])
+    return phys_of, distinct
+
+
+async def _open_batch(
+    rpc: BoincRpc, req: SubmitRequest, state: SubmitState, lease_seconds: float
+) -> tuple[int, bool]:
+    """The batch to fill, and whether the files are linked to it already: the batch a failed
+    submission of the same name left in its init state, else a new one. It is marked
+    unfinished in ``state`` until the submission succeeds."""
+    project, unfinished = req.project, state.unfinished
+    key = (project.url, req.batch)
+    batch_id = await _find_init_batch(rpc, project, req.batch) if key in unfinished else None
+    linked = batch_id is not None and unfinished[key]
+    if batch_id is None:
+        batch_id = await _create_batch(rpc, project, req, lease_seconds)
+    else:
+        log.info("reusing batch %s (id %d) left by a failed submission", req.batch, batch_id)
+    unfinished[key] = linked
+    return batch_id, linked
+
+
+async def _stage(
+    rpc: BoincRpc,
+    req: SubmitRequest,
+    state: SubmitState,
+    batch_id: int,
+    linked: bool,
+    distinct: dict[str, Path],
+) -> list[tuple[str, Path]]:
+    """query_files (linking the files to the batch unless ``linked``), then upload_files of
+    the absent ones; the (physical name, file) pairs uploaded."""
+    project = req.project
+    names = list(distinct)
+    link_to = None if linked else batch_id
+    # Two submissions sharing a file must not both find it absent and both upload it (the
+    # second upload fails with HTTP 500): staging is serialised per project.
+    async with state.staging_lock(project.url):
+        absent = (
+            await _step("querying files", rpc.query_files(project, link_to, names))
+            if names
+            else []
+        )
+        state.unfinished[(project.url, req.batch)] = True
+        to_upload = [(names[i], distinct[names[i]]) for i in sorted(set(absent))]
+        if to_upload:
+            await _step("uploading files", rpc.upload_files(project, batch_id, to_upload))
+    return to_upload
 
 
 async def _step(what: str, aw: Awaitable[Any]) -> Any:

@@ -152,14 +152,7 @@ def _session(
     assert gahp.command("BOINC_SELECT_PROJECT", srv.url, srv.authenticator) == ["S"]
     print("ping:", " ".join(gahp.call("BOINC_PING")))
     batch = f"condor#demo#uppercase#{int(time.time())}"
-    args = [batch, "uppercase", str(jobs)]
-    names = []
-    for i in range(jobs):
-        name = f"{batch}#1.{i}"
-        names.append(name)
-        src = inputs[i % len(inputs)]
-        args += [name, "2", "--repeat", "1", "1", str(src), "in"]
-    args += ["NULL"] * 6
+    args, names = _submit_args(batch, inputs, jobs)
     t0 = time.monotonic()
     res = gahp.call("BOINC_SUBMIT", *args, timeout=300)
     if res != ["NULL"]:
@@ -175,7 +168,46 @@ def _session(
         fail_args = [extra, "fail", "1", f"{extra}#1.0", "0", "1", str(inputs[0]), "in"]
         gahp.call("BOINC_SUBMIT", *fail_args)
     gahp.call("BOINC_SET_LEASE", batch, str(int(time.time()) + 6 * 3600))
+    states = _poll(gahp, batch, jobs, t0)
+    if states is None:
+        return 1
+    out_dir.mkdir(parents=True, exist_ok=True)
+    fetched = _fetch_done(gahp, names, states, out_dir)
+    print(f"fetched outputs of {fetched} jobs into {out_dir}")
+    if extra:
+        _show_failed_job(gahp, extra, out_dir)
+    _show_batch(srv, batch)
+    print("retire:", " ".join(gahp.call("BOINC_RETIRE_BATCH", batch)))
+    sample = out_dir / "job0.out"
+    if sample.exists():
+        print(f"job0: {inputs[0].read_text().strip()!r} -> {sample.read_text().strip()!r}")
+    gahp.quit()
+    ok = fetched == jobs
+    print(
+        f"summary: {jobs} jobs, {fetched} done and fetched, "
+        f"{sum(1 for s in states.values() if s == 'ERROR')} failed: "
+        f"{'OK' if ok else 'INCOMPLETE'}"
+    )
+    return 0 if ok else 1
 
+
+def _submit_args(batch: str, inputs: list[Path], jobs: int) -> tuple[list[str], list[str]]:
+    """BOINC_SUBMIT's arguments for a batch of ``jobs`` jobs sharing ``inputs``, and the
+    jobs' names."""
+    args = [batch, "uppercase", str(jobs)]
+    names = []
+    for i in range(jobs):
+        name = f"{batch}#1.{i}"
+        names.append(name)
+        src = inputs[i % len(inputs)]
+        args += [name, "2", "--repeat", "1", "1", str(src), "in"]
+    args += ["NULL"] * 6
+    return args, names
+
+
+def _poll(gahp: _GahpSession, batch: str, jobs: int, t0: float) -> dict[str, str] | None:
+    """Query the batch until its jobs are all final (or two minutes passed), showing the
+    progress; the jobs' states, or None when a query failed."""
     states: dict[str, str] = {}
     server_time = "0"
     shown = ""
@@ -184,7 +216,7 @@ def _session(
         res = gahp.call("BOINC_QUERY_BATCHES", server_time, "1", batch)
         if res[0] != "NULL":
             print("query failed:", res[0])
-            return 1
+            return None
         server_time = res[1]
         states.update(zip(res[3::2], res[4::2], strict=True))
         counts = {s: list(states.values()).count(s) for s in sorted(set(states.values()))}
@@ -195,7 +227,11 @@ def _session(
         if len(states) == jobs and all(s in ("DONE", "ERROR") for s in states.values()):
             break
         time.sleep(0.5)
-    out_dir.mkdir(parents=True, exist_ok=True)
+    return states
+
+
+def _fetch_done(gahp: _GahpSession, names: list[str], states: dict[str, str], out_dir: Path) -> int:
+    """Fetch the outputs of the jobs done into ``out_dir`` (renamed); how many were."""
     fetched = 0
     for i, name in enumerate(names):
         if states.get(name) != "DONE":
@@ -214,28 +250,16 @@ def _session(
             fetched += 1
         else:
             print(f"fetch {name} failed: {res[0]}")
-    print(f"fetched outputs of {fetched} jobs into {out_dir}")
-    if extra:
-        res = gahp.call("BOINC_QUERY_BATCHES", "0", "1", extra)
-        print(f"a job of an application that fails on purpose ends as: {res[4]}")
-        res = gahp.call(
-            "BOINC_FETCH_OUTPUT", f"{extra}#1.0", str(out_dir), "fail.stderr", "ALL", "0"
-        )
-        print(f"  and fetching its output answers: {res[0]}")
-        gahp.call("BOINC_RETIRE_BATCH", extra)
-    _show_batch(srv, batch)
-    print("retire:", " ".join(gahp.call("BOINC_RETIRE_BATCH", batch)))
-    sample = out_dir / "job0.out"
-    if sample.exists():
-        print(f"job0: {inputs[0].read_text().strip()!r} -> {sample.read_text().strip()!r}")
-    gahp.quit()
-    ok = fetched == jobs
-    print(
-        f"summary: {jobs} jobs, {fetched} done and fetched, "
-        f"{sum(1 for s in states.values() if s == 'ERROR')} failed: "
-        f"{'OK' if ok else 'INCOMPLETE'}"
-    )
-    return 0 if ok else 1
+    return fetched
+
+
+def _show_failed_job(gahp: _GahpSession, extra: str, out_dir: Path) -> None:
+    """How the job of the batch that fails on purpose ends; retire that batch."""
+    res = gahp.call("BOINC_QUERY_BATCHES", "0", "1", extra)
+    print(f"a job of an application that fails on purpose ends as: {res[4]}")
+    res = gahp.call("BOINC_FETCH_OUTPUT", f"{extra}#1.0", str(out_dir), "fail.stderr", "ALL", "0")
+    print(f"  and fetching its output answers: {res[0]}")
+    gahp.call("BOINC_RETIRE_BATCH", extra)
 
 
 def _show_batch(srv: EmulatorServer, batch: str) -> None:

@@ -81,56 +81,90 @@ def _environment(items: Sequence[str], base: Mapping[str, str]) -> dict[str, str
     return env
 
 
+@attrs.frozen
+class _Attributes:
+    """A JOB_CREATE's attributes: the first value of each single-valued one, every value of
+    a repeated one (in order)."""
+
+    single: dict[str, str]
+    repeated: dict[str, list[str]]
+
+    @classmethod
+    def collect(cls, pairs: Sequence[tuple[str, str]]) -> _Attributes:
+        """Gather ``pairs`` (the user options come first, so theirs win)."""
+        single: dict[str, str] = {}
+        repeated: dict[str, list[str]] = {k: [] for k in REPEATED}
+        for name, value in pairs:
+            if name in REPEATED:
+                repeated[name].append(value)
+            elif name not in single:
+                single[name] = value
+        return cls(single, repeated)
+
+    def get(self, name: str, default: str = "") -> str:
+        """The value as sent, ``default`` when absent."""
+        return self.single.get(name, default)
+
+    def text(self, name: str) -> str | None:
+        """The value stripped; None when absent or blank."""
+        return self.single.get(name, "").strip() or None
+
+    def integer(self, name: str, minimum: int = 1) -> int | None:
+        """The value as a whole number of at least ``minimum``; None when absent or blank."""
+        value = self.single.get(name, "").strip()
+        return _int(name, value, minimum) if value else None
+
+
 def parse_attributes(
     pairs: Sequence[tuple[str, str]], base_env: Mapping[str, str] | None = None
 ) -> JobRequest:
     """Build a :class:`JobRequest`; raise :class:`AttributeProblem` saying what is wrong."""
-    single: dict[str, str] = {}
-    repeated: dict[str, list[str]] = {k: [] for k in REPEATED}
-    for name, value in pairs:
-        if name in REPEATED:
-            repeated[name].append(value)
-        elif name not in single:
-            single[name] = value
-    exe = single.get("executable_path", "").strip()
-    if not exe:
+    attributes = _Attributes.collect(pairs)
+    exe = attributes.text("executable_path")
+    if exe is None:
         raise AttributeProblem("executable_path is missing")
-    backend = single.get("backend", "NORMAL").strip().upper() or "NORMAL"
-    if backend not in BACKENDS:
-        raise AttributeProblem(f"backend must be one of {', '.join(BACKENDS)}, not {backend!r}")
-    staging = _bool("staging", single.get("staging", "false"))
-    work = single.get("work_directory", "").strip() or None
+    backend = _backend(attributes.get("backend", "NORMAL"))
+    staging = _bool("staging", attributes.get("staging", "false"))
+    work = attributes.text("work_directory")
     if work is None and not staging:
         work = os.path.dirname(exe) or None
-    redirect = _bool("redirect_enable", single.get("redirect_enable", "false"))
-    polling = single.get("status_polling", "0").strip() or "0"
-    try:
-        status_polling = max(0.0, float(polling))
-    except ValueError:
-        raise AttributeProblem(f"status_polling must be a number, not {polling!r}") from None
-
-    def opt_int(name: str, minimum: int = 1) -> int | None:
-        value = single.get(name, "").strip()
-        return _int(name, value, minimum) if value else None
-
-    wall = opt_int("max_wall_time") or opt_int("max_time")
+    redirect = _bool("redirect_enable", attributes.get("redirect_enable", "false"))
+    status_polling = _polling(attributes.get("status_polling", "0"))
+    wall = attributes.integer("max_wall_time") or attributes.integer("max_time")
     return JobRequest(
         executable=exe,
-        arguments=tuple(repeated["argument"]),
-        environment=_environment(repeated["environment"], base_env or os.environ),
-        count=_int("count", single.get("count", "1") or "1", 1),
+        arguments=tuple(attributes.repeated["argument"]),
+        environment=_environment(attributes.repeated["environment"], base_env or os.environ),
+        count=_int("count", attributes.get("count", "1") or "1", 1),
         backend=backend,
         staging=staging,
-        auth_number=single.get("auth_number", "").strip() or None,
+        auth_number=attributes.text("auth_number"),
         work_directory=work,
         redirect=redirect,
-        stdout_file=(single.get("stdout_file", "").strip() or None) if redirect else None,
-        stderr_file=(single.get("stderr_file", "").strip() or None) if redirect else None,
-        tmp_dir=single.get("tmp_dir", "").strip() or None,
+        stdout_file=attributes.text("stdout_file") if redirect else None,
+        stderr_file=attributes.text("stderr_file") if redirect else None,
+        tmp_dir=attributes.text("tmp_dir"),
         status_polling=status_polling,
         max_wall_minutes=wall,
-        queue=single.get("queue_name", "").strip() or None,
-        project=single.get("project", "").strip() or None,
-        host_count=opt_int("host_count"),
-        max_memory_mb=opt_int("max_memory"),
+        queue=attributes.text("queue_name"),
+        project=attributes.text("project"),
+        host_count=attributes.integer("host_count"),
+        max_memory_mb=attributes.integer("max_memory"),
     )
+
+
+def _backend(value: str) -> str:
+    """``backend``, upper-case (NORMAL when blank), one of :data:`BACKENDS`."""
+    backend = value.strip().upper() or "NORMAL"
+    if backend not in BACKENDS:
+        raise AttributeProblem(f"backend must be one of {', '.join(BACKENDS)}, not {backend!r}")
+    return backend
+
+
+def _polling(value: str) -> float:
+    """``status_polling`` in seconds (0 when blank or negative)."""
+    polling = value.strip() or "0"
+    try:
+        return max(0.0, float(polling))
+    except ValueError:
+        raise AttributeProblem(f"status_polling must be a number, not {polling!r}") from None

@@ -88,3 +88,65 @@ def test_status_ad():
     assert classad2.ClassAd(held)["HoldReason"] == "held by user"
     sig = classad2.ClassAd(status_ad("8", JobInfo(JobStatus.COMPLETED, exit_signal=9)))
     assert sig["ExitBySignal"] is True and sig["ExitSignal"] == 9
+
+
+@pytest.mark.parametrize(
+    "attrs,node_number,nodes,cpus",
+    [
+        ("", None, None, None),
+        ("NodeNumber = 3;", 3, None, 3),
+        ("NodeNumber = 5; SMPGranularity = 2;", 5, 3, 2),
+        ("SMPGranularity = 2;", None, None, None),
+        ("NodeNumber = 5; SMPGranularity = 2; HostSMPSize = 8;", 5, 3, 8),
+        ("HostSMPSize = 8;", None, None, 8),
+    ],
+)
+def test_nodes_and_cpus_per_node(attrs, node_number, nodes, cpus):
+    ad = parse_submit_ad(f'[ Cmd = "/x"; gridtype = "pbs"; {attrs} ]')
+    assert (ad.node_number, ad.spec.nodes, ad.spec.cpus_per_node) == (node_number, nodes, cpus)
+
+
+def test_relative_proxy_and_inputs_are_in_iwd_and_expressions_kept(tmp_path):
+    (tmp_path / "proxy").write_text("x")
+    (tmp_path / "in.dat").write_text("x")
+    ad = parse_submit_ad(
+        f'[ Cmd = "/x"; gridtype = "boinc"; Iwd = "{tmp_path}"; x509UserProxy = "proxy"; '
+        'TransferInput = "in.dat, ,"; CERequirements = "Queue"; Queue = strcat("q", "1"); '
+        'BoincProjectUrl = "http://p/"; BoincAuthenticatorFile = ""; Environment = "A=1" ]',
+        expressions=["CERequirements", "Queue", "Absent"],
+    )
+    assert ad.proxy == str(tmp_path / "proxy") and ad.transfer_input == ("in.dat",)
+    assert dict(ad.spec.environment) == {"A": "1", "X509_USER_PROXY": str(tmp_path / "proxy")}
+    assert ad.expressions == (("CERequirements", '"Queue"'), ("Queue", 'strcat("q","1")'))
+    assert ad.spec.queue == "q1" and dict(ad.spec.options) == {"project_url": "http://p/"}
+    absent = parse_submit_ad('[ Cmd = "/x"; gridtype = "pbs"; x509UserProxy = "/no/such" ]')
+    assert absent.proxy == "/no/such" and "X509_USER_PROXY" not in absent.spec.environment
+
+
+@pytest.mark.parametrize(
+    "text,msg",
+    [
+        ('[ Cmd = "/x"; gridtype = "fork"; x509UserProxy = "p" ]', "relative and Iwd"),
+        ('[ Cmd = "/x"; gridtype = "fork"; TransferInput = "rel/f" ]', "rel/f .* not exist"),
+        ('[ Cmd = "/x"; gridtype = "fork"; Env = "A" ]', "'A' is not NAME=value"),
+        # the first problem in the order the attributes are read
+        ('[ Iwd = "rel"; gridtype = "fork" ]', "Cmd"),
+        ('[ Cmd = "/x"; gridtype = "fork"; Iwd = "rel"; Arguments = "\'" ]', "absolute"),
+        ('[ Cmd = "/x"; gridtype = "fork"; Arguments = "\'"; NodeNumber = -1 ]', "quote"),
+        ('[ Cmd = "/x"; gridtype = "fork"; NodeNumber = -1; Queue = 1 ]', "NodeNumber"),
+        ('[ Cmd = "/x"; gridtype = "fork"; TransferInput = "/no/f"; Queue = 1 ]', "not exist"),
+    ],
+)
+def test_more_bad_submit_ads(text, msg):
+    with pytest.raises(SubmitError, match=msg):
+        parse_submit_ad(text)
+
+
+def test_v2_attributes_win_over_v1():
+    ad = parse_submit_ad(
+        '[ Cmd = "/x"; gridtype = "fork"; Args = "v1"; Arguments = "v2 \'a b\'"; '
+        'Env = "A=v1"; Environment = "A=v2" ]'
+    )
+    assert ad.spec.arguments == ("v2", "a b") and dict(ad.spec.environment) == {"A": "v2"}
+    empty = parse_submit_ad('[ Cmd = "/x"; gridtype = "fork"; Args = "v1"; Arguments = "" ]')
+    assert empty.spec.arguments == ()

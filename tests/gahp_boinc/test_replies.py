@@ -146,3 +146,60 @@ def test_plain_tree_reads_as_xmltodict_does(body: bytes) -> None:
     assert fast is None or fast == slow
     if b"=" not in text and b"text<" not in text:
         assert fast is not None, "a plain reply left to xmltodict"
+
+
+FIXTURES = Path(__file__).parent / "emulator" / "fixtures"
+
+
+def _qb2(jobs: bytes, head: bytes = b"<server_time>17.5</server_time><batch_size>1</batch_size>"):
+    return DECL + b"<query_batch2>" + head + jobs + b"</query_batch2>\n"
+
+
+QB2_PLAIN = [
+    QB2,
+    *sorted(p.read_bytes() for p in FIXTURES.glob("query_batch2_*.body")),
+    _qb2(b"<job><job_name>a</job_name><status>DONE</status></job>"),
+    _qb2(b"<job><job_name>a</job_name></job>"),  # no status
+    _qb2(b"<job>x<job_name>a</job_name><status>DONE</status></job>"),  # text beside fields
+    _qb2(b"<job/>"),  # an empty job
+    _qb2(b"<other>1</other><job><status>DONE</status><extra>e</extra></job>"),
+    _qb2(b"", b"<server_time> 17.5 </server_time><batch_size> 0 </batch_size>"),
+]
+QB2_NOT_PLAIN = [
+    _qb2(b'<job n="1"><job_name>a</job_name></job>'),  # attributes
+    _qb2(b'<job><job_name n="1">a</job_name></job>'),
+    _qb2(b'<job xmlns="urn:x"><job_name>a</job_name></job>'),  # a namespace
+    _qb2(b"<job><job_name>a</job_name><job_name>b</job_name></job>"),  # a repeated field
+    _qb2(b"<job><job_name><x>a</x></job_name></job>"),  # a nested field
+    _qb2(b"<job>text</job>"),  # text alone
+    _qb2(b"<job><job_name>a</job_name></job>", b"<server_time>17.5</server_time>"),  # no size
+    _qb2(b"", b"<server_time>17.5</server_time><batch_size>x</batch_size>"),
+    _qb2(b"", b"<server_time>17.5</server_time><batch_size><n>0</n></batch_size>"),
+    _qb2(b"", b"<server_time><t>17.5</t></server_time><batch_size>0</batch_size>"),
+    _qb2(b"", b'<server_time>17.5</server_time><batch_size n="1">0</batch_size>'),
+    _qb2(b"", b"<server_time> </server_time><batch_size>0</batch_size>"),
+    _qb2(b"", b"<batch_size>0</batch_size>"),  # no server time
+    _qb2(b"<job><job_name>a</job_name></job><job><job_name>b</job_name></job>"),  # 2 for 1
+    _qb2(b""),  # 0 for 1
+    _qb2(b"<job><job_name>a&amp;b</job_name></job>"),  # an entity
+    _qb2(b"<job><job_name>a&b</job_name></job>"),  # a raw name
+    BARE_ERROR,
+    DECL + b"<query_batch2><error><error_msg>no batch</error_msg></error></query_batch2>",
+    b"<query_batch2><server_time>1",  # not XML
+]
+
+
+@pytest.mark.parametrize("body", QB2_PLAIN)
+def test_plain_query_batch2_reads_as_the_tolerant_parser(body: bytes) -> None:
+    from gahp_boinc._rpc import _plain_query_batch2
+
+    fast = _plain_query_batch2(body)
+    assert fast is not None, "a plain reply left to the tolerant parser"
+    assert fast == parse_query_batch2(body)
+
+
+@pytest.mark.parametrize("body", QB2_NOT_PLAIN)
+def test_plain_query_batch2_leaves_the_unusual_to_the_tolerant_parser(body: bytes) -> None:
+    from gahp_boinc._rpc import _plain_query_batch2
+
+    assert _plain_query_batch2(body) is None
