@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import abc
 import contextlib
+import logging
 import os
 import re
 import subprocess
@@ -194,9 +195,15 @@ class CommandDriver(RegistryHolder, Driver):
         self.cancel_wait_s = self.settings.cancel_wait_s
         self._registry_settings(self.settings, self.system)
         self.bin_dir: str | Path | None = self.settings.bin_dir
-        self.env: dict[str, str] = untracked_environ()
+        self.env: dict[str, str] = untracked_environ() | self.settings.environment()
+        self.log = logging.getLogger(f"gahp.lrms.{self.name}")
         self._final = FinalStates()  # of finished jobs, for drivers that keep them
         self._lock = threading.Lock()
+        self._setup()
+
+    def _setup(self) -> None:  # noqa: B027 (optional, empty by default)
+        """Called at the end of ``__init__``: what the subclass sets up from its
+        :attr:`settings` (:attr:`env` has the variables they export)."""
 
     # ------------------------------------------------------------------ submit
     def submit(self, spec: JobSpec) -> str:

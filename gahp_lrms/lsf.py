@@ -52,7 +52,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import logging
 import math
 import os
 import re
@@ -86,9 +85,6 @@ __all__ = [
     "split_records",
 ]
 
-log = logging.getLogger("gahp.lrms.lsf")
-
-_JOB_ID = re.compile(r"[1-9]\d*\Z")
 _SUBMITTED = re.compile(r"^Job <(\d+)> is submitted", re.M)
 _NOT_FOUND = re.compile(r"is not found|No matching job found", re.I)
 _NOT_FOUND_ID = re.compile(r"Job <(\d+)> is not found")
@@ -382,19 +378,10 @@ class LsfDriver(CommandDriver):
 
     name = "lsf"
     system = "LSF"
-    job_id = _JOB_ID
     config_class = LsfConfig
     settings: LsfConfig
-    submit_command = "bsub"
-    cancel_command = ("bkill",)
-    cancel_unknown = re.compile(f"already finished|{_NOT_FOUND.pattern}", re.I)
-    workdir_normalised = True
-    marks_cancel = True
 
-    def __init__(self, config: Mapping[str, Any], state_dir: Path) -> None:
-        super().__init__(config, state_dir)
-        if self.settings.lsf_envdir:
-            self.env["LSF_ENVDIR"] = str(self.settings.lsf_envdir)
+    def _setup(self) -> None:
         self.lsf_conf = self._read_lsf_conf(self.env.get("LSF_ENVDIR"))
         if not self.settings.bin_dir and self.lsf_conf.get("LSF_BINDIR"):
             self.bin_dir = self.lsf_conf["LSF_BINDIR"]
@@ -424,7 +411,8 @@ class LsfDriver(CommandDriver):
                 return {}, set(native_ids)
             if not _OPTION_REFUSED.search(proc.stderr + proc.stdout):
                 raise DriverError(command_failure(["bjobs"], proc))
-            log.info("bjobs refuses -o/-json (%s): using bjobs -a -w", proc.stderr.strip()[:200])
+            refusal = proc.stderr.strip()[:200]
+            self.log.info("bjobs refuses -o/-json (%s): using bjobs -a -w", refusal)
             self._wide = True
         proc = self._run("bjobs", "-a", "-w", *native_ids, check=False)
         jobs = parse_bjobs_wide(proc.stdout)
@@ -466,7 +454,7 @@ class LsfDriver(CommandDriver):
             except DriverError as exc:
                 if strict:
                     raise
-                log.warning("LSF job %s: %s", native_id, exc)
+                self.log.warning("LSF job %s: %s", native_id, exc)
                 continue
             found[native_id] = info
             if info.finished:
@@ -499,12 +487,16 @@ class LsfDriver(CommandDriver):
         except DriverError as exc:
             if strict:
                 raise
-            log.warning(
+            self.log.warning(
                 "%s -l failed (%d jobs asked on their own): %s", command, len(native_ids), exc
             )
             return None
 
-    # ------------------------------------------------------------------ Driver API
+    # ------------------------------------------------------------------ submit (see CommandDriver)
+    job_id = re.compile(r"[1-9]\d*\Z")
+    submit_command = "bsub"
+    workdir_normalised = True
+
     def _submission(self, spec: JobSpec) -> Submission:
         options = bsub_options(spec, memory_unit=self.memory_unit)
         # LSF runs the job in bsub's working directory; the script always changes to it.
@@ -515,6 +507,7 @@ class LsfDriver(CommandDriver):
     def _printed_id(self, stdout: str) -> str | None:
         return parse_bsub(stdout)
 
+    # ------------------------------------------------------------------ status
     def query_status(self, native_id: str) -> JobInfo:
         self._check_id(native_id)
         return self._describe([native_id], strict=True)[native_id]
@@ -523,6 +516,11 @@ class LsfDriver(CommandDriver):
         """At most three commands for any number of jobs: ``bjobs -json``, then ``bjobs -l``
         for those that exited and ``bhist -l`` for those bjobs no longer knows."""
         return self._describe([i for i in native_ids if self.job_id.match(i)], strict=False)
+
+    # ------------------------------------------------------------------ cancel (see CommandDriver)
+    cancel_command = ("bkill",)
+    cancel_unknown = re.compile(f"already finished|{_NOT_FOUND.pattern}", re.I)
+    marks_cancel = True
 
     def _cancel_needless(self, native_id: str) -> bool:
         # cancelled already, finished, or unknown: nothing to do
@@ -537,6 +535,7 @@ class LsfDriver(CommandDriver):
             return False
         return queued.get(native_id, {}).get("STAT", "DONE") not in _FINISHED
 
+    # ------------------------------------------------------------------ hold, resume, ping
     def hold(self, native_id: str) -> None:
         self._hold_with(native_id, ("bstop",), ("bstop",))
 

@@ -86,7 +86,6 @@ __all__ = [
 
 _SAFE_WORD = re.compile(r"[A-Za-z0-9_.@-]+\Z")
 _SAFE_PATH = re.compile(r"[A-Za-z0-9_./+-]+\Z")
-_JOB_ID = re.compile(r"[A-Za-z0-9_.\[\]-]+\Z")
 _UNKNOWN_JOB_RC = 153  # PBSE_UNKJOBID (15001) & 0xff
 _FINISHED_RC = 35  # PBSE_HISTJOBID (15139) & 0xff: "Job has finished"
 _BAD_STATE_RC = 168  # PBSE_BADSTATE (15016) & 0xff: "Request invalid for state of job"
@@ -323,19 +322,13 @@ class PbsDriver(CommandDriver):
 
     name = "pbs"
     system = "PBS"
-    job_id = _JOB_ID
     config_class = PbsConfig
     settings: PbsConfig
-    submit_command = "qsub"
-    cancel_command = ("qdel",)
 
-    def __init__(self, config: Mapping[str, Any], state_dir: Path) -> None:
-        super().__init__(config, state_dir)
+    def _setup(self) -> None:
         flavor = self.settings.flavor
         self._flavor: str | None = None if flavor == "auto" else flavor
         self._history: bool | None = None
-        if self.settings.slurm_conf:
-            self.env["SLURM_CONF"] = str(self.settings.slurm_conf)
         self._slurm: SlurmDriver | None = None
         if (
             flavor != "pbspro"
@@ -347,7 +340,7 @@ class PbsDriver(CommandDriver):
                 for k in ("bin_dir", "command_timeout", "slurm_conf")
                 if k in self.config
             }
-            self._slurm = SlurmDriver(slurm_config, state_dir)
+            self._slurm = SlurmDriver(slurm_config, self.state_dir)
 
     # ------------------------------------------------------------------ what PBS this is
     def flavor(self) -> str:
@@ -388,7 +381,10 @@ class PbsDriver(CommandDriver):
                 return base.resolve()
         raise DriverError(f"no shell-safe directory for PBS scripts (state_dir {self.state_dir})")
 
-    # ------------------------------------------------------------------ Driver API
+    # ------------------------------------------------------------------ submit (see CommandDriver)
+    job_id = re.compile(r"[A-Za-z0-9_.\[\]-]+\Z")
+    submit_command = "qsub"
+
     def _submission(self, spec: JobSpec) -> Submission:
         opts = qsub_options(spec, flavor=self.flavor())
         directory = self._script_dir()
@@ -408,6 +404,7 @@ class PbsDriver(CommandDriver):
         lines = stdout.strip().splitlines()
         return lines[-1].strip() if lines else ""
 
+    # ------------------------------------------------------------------ status
     def bulk_status(self, native_ids: Sequence[str]) -> dict[str, JobInfo]:
         if self.flavor() == "pbspro":
             return self._pbspro_bulk(native_ids)
@@ -509,6 +506,9 @@ class PbsDriver(CommandDriver):
             JobStatus.COMPLETED, exit_reason="job no longer known to PBS (exit status unknown)"
         )
 
+    # ------------------------------------------------------------------ cancel (see CommandDriver)
+    cancel_command = ("qdel",)
+
     # PBS Professional: the job is marked as cancelled before qdel (REMOVED from then on;
     # PBS kills it within the queue's kill_delay, nothing waits for that).  Torque-style
     # commands: a qdel that fails is no error once the job is over; a running job is
@@ -539,6 +539,7 @@ class PbsDriver(CommandDriver):
         fields = jobs_by_native_id(jobs, [native_id]).get(native_id)
         return fields is not None and str(fields.get("job_state", "")) in ("E", "F", "X")
 
+    # ------------------------------------------------------------------ hold, resume, ping
     def hold(self, native_id: str) -> None:
         self._hold_with(native_id, ("qhold",), None, " (PBS cannot suspend it)")
 

@@ -42,7 +42,6 @@
 
 from __future__ import annotations
 
-import logging
 import math
 import re
 import secrets
@@ -71,9 +70,6 @@ __all__ = [
     "sge_script",
 ]
 
-log = logging.getLogger("gahp.lrms.sge")
-
-_JOB_ID = re.compile(r"[1-9]\d*\Z")
 _SUBMITTED = re.compile(r"\s*(\d+)(?:\.\S*)?\s*\Z")  # "123" or "123.1-4:1" (-terse)
 
 
@@ -163,8 +159,8 @@ def _elapsed(start: str | None, now: float | None = None) -> float | None:
 def info_from_qstat(
     fields: Mapping[str, str],
     *,
-    error_reason: str | None = None,
     cancelled: bool = False,
+    error_reason: str | None = None,
     now: float | None = None,
 ) -> JobInfo:
     """A :class:`JobInfo` from one job of :func:`parse_qstat_xml`.
@@ -325,29 +321,14 @@ class SgeDriver(CommandDriver):
 
     name = "sge"
     system = "Grid Engine"
-    job_id = _JOB_ID
     config_class = SgeConfig
     settings: SgeConfig
-    submit_command = "qsub"
-    cancel_command = ("qdel",)
-    cancel_unknown = re.compile("does not exist|not found|invalid queue or job", re.I)
-    workdir_normalised = True
-    marks_cancel = True  # qacct cannot tell a qdel from a SIGKILL
-    cancel_mark_kept = True
 
-    def __init__(self, config: Mapping[str, Any], state_dir: Path) -> None:
-        super().__init__(config, state_dir)
+    def _setup(self) -> None:
         cfg = self.settings
         self.accounting_wait_s = cfg.accounting_wait_s
         self.suspend_running = cfg.suspend_running
         self.parallel_environment = cfg.parallel_environment
-        for value, var in (
-            (cfg.sge_root, "SGE_ROOT"),
-            (cfg.sge_cell, "SGE_CELL"),
-            (cfg.sge_qmaster_port, "SGE_QMASTER_PORT"),
-        ):
-            if value:
-                self.env[var] = str(value)
         self.bin_dir = self._find_bin_dir()
         self._last: dict[str, JobInfo] = {}  # what qstat showed last, by job
         self._missing: dict[str, float] = {}  # when a job was first missing from qstat
@@ -423,7 +404,11 @@ class SgeDriver(CommandDriver):
         self._unrecord("submitted", native_id)  # qacct answers from now on
         return info
 
-    # ------------------------------------------------------------------ Driver API
+    # ------------------------------------------------------------------ submit (see CommandDriver)
+    job_id = re.compile(r"[1-9]\d*\Z")
+    submit_command = "qsub"
+    workdir_normalised = True
+
     def _submission(self, spec: JobSpec) -> Submission:
         script, prefix = sge_script(spec)  # the script always changes to spec.workdir
         options = qsub_options(
@@ -443,6 +428,7 @@ class SgeDriver(CommandDriver):
             self._missing.pop(native_id, None)
         self._record("submitted", native_id, required=False)  # the job exists: never fail
 
+    # ------------------------------------------------------------------ status
     def query_status(self, native_id: str) -> JobInfo:
         self._check_id(native_id)
         with self._lock:
@@ -476,8 +462,14 @@ class SgeDriver(CommandDriver):
                 elif "E" not in fields.get("state", ""):  # Eqw needs qstat -j: asked alone
                     found[native_id] = self._from_qstat(native_id, fields)
             except DriverError as exc:
-                log.warning("Grid Engine job %s: %s", native_id, exc)
+                self.log.warning("Grid Engine job %s: %s", native_id, exc)
         return found
+
+    # ------------------------------------------------------------------ cancel (see CommandDriver)
+    cancel_command = ("qdel",)
+    cancel_unknown = re.compile("does not exist|not found|invalid queue or job", re.I)
+    marks_cancel = True  # qacct cannot tell a qdel from a SIGKILL
+    cancel_mark_kept = True
 
     def _cancel_needless(self, native_id: str) -> bool:
         return self.queued(native_id) is None  # finished, or unknown: nothing to do
@@ -485,6 +477,7 @@ class SgeDriver(CommandDriver):
     def _not_ended(self, native_id: str) -> bool:
         return self.queued(native_id) is not None  # killed asynchronously: until it leaves
 
+    # ------------------------------------------------------------------ hold, resume, ping
     def hold(self, native_id: str) -> None:
         suspend = ("qmod", "-sj") if self.suspend_running else None
         self._hold_with(native_id, ("qhold",), suspend, " (suspend_running is disabled)")

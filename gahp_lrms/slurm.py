@@ -22,11 +22,9 @@
 
 from __future__ import annotations
 
-import logging
 import math
 import re
 from collections.abc import Mapping, Sequence
-from pathlib import Path
 from typing import Any
 
 from gahp_lrms.base import CommandDriver, Submission, command_failure
@@ -47,9 +45,6 @@ __all__ = [
     "slurm_job_name",
 ]
 
-log = logging.getLogger("gahp.lrms.slurm")
-
-_JOB_ID = re.compile(r"\d+(?:_\d+)?\Z")
 
 _IDLE_STATES = frozenset({"PENDING", "REQUEUED", "REQUEUE_FED"})
 _RUNNING_STATES = frozenset(
@@ -268,19 +263,11 @@ class SlurmDriver(CommandDriver):
 
     name = "slurm"
     system = "Slurm"
-    job_id = _JOB_ID
     config_class = SlurmConfig
     settings: SlurmConfig
-    submit_command = "sbatch"
-    cancel_command = ("scancel",)
-    cancel_unknown = re.compile("invalid job id|already completing or completed", re.I)
-    workdir_default = False  # sbatch's is its own working directory: the server's
 
-    def __init__(self, config: Mapping[str, Any], state_dir: Path) -> None:
-        super().__init__(config, state_dir)
+    def _setup(self) -> None:
         self.suspend_running = self.settings.suspend_running
-        if self.settings.slurm_conf:
-            self.env["SLURM_CONF"] = str(self.settings.slurm_conf)
         self._slurmdbd: bool | None = None  # whether plain sacct works (None: not tried)
 
     # ------------------------------------------------------------------ helpers
@@ -343,7 +330,11 @@ class SlurmDriver(CommandDriver):
             return {}  # those jobs are then asked one by one
         return {k: v for k, v in parse_sacct_rows(proc.stdout).items() if k in wanted}
 
-    # ------------------------------------------------------------------ Driver API
+    # ------------------------------------------------------------------ submit (see CommandDriver)
+    job_id = re.compile(r"\d+(?:_\d+)?\Z")
+    submit_command = "sbatch"
+    workdir_default = False  # sbatch's is its own working directory: the server's
+
     def _submission(self, spec: JobSpec) -> Submission:
         script = render_script(spec, launcher=["srun", "--kill-on-bad-exit=0"])
         return Submission(sbatch_options(spec), input=script)
@@ -351,13 +342,14 @@ class SlurmDriver(CommandDriver):
     def _printed_id(self, stdout: str) -> str:
         return stdout.strip().split(";")[0]  # --parsable: "ID" or "ID;cluster"
 
+    # ------------------------------------------------------------------ status
     def bulk_status(self, native_ids: Sequence[str]) -> dict[str, JobInfo]:
         found: dict[str, JobInfo] = {}
         for native_id, fields in self.bulk_fields(native_ids).items():
             try:
                 found[native_id] = job_info_from_fields(fields)
             except DriverError as exc:  # an unexpected state: that job is asked alone
-                log.warning("Slurm job %s: %s", native_id, exc)
+                self.log.warning("Slurm job %s: %s", native_id, exc)
         return found
 
     def query_status(self, native_id: str) -> JobInfo:
@@ -369,6 +361,11 @@ class SlurmDriver(CommandDriver):
             )
         return job_info_from_fields(fields)
 
+    # ------------------------------------------------------------------ cancel (see CommandDriver)
+    cancel_command = ("scancel",)
+    cancel_unknown = re.compile("invalid job id|already completing or completed", re.I)
+
+    # ------------------------------------------------------------------ hold, resume, ping
     def hold(self, native_id: str) -> None:
         suspend = ("scontrol", "suspend") if self.suspend_running else None
         self._hold_with(native_id, ("scontrol", "hold"), suspend, " (suspend_running is disabled)")
