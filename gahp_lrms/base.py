@@ -283,9 +283,7 @@ class CommandDriver(RegistryHolder, Driver):
         """Whether this cancel notes the job as cancelled (by default ``marks_cancel``)."""
         return self.marks_cancel
 
-    def _cancel_tolerated(
-        self, native_id: str, proc: subprocess.CompletedProcess[str]
-    ) -> bool:
+    def _cancel_tolerated(self, native_id: str, proc: subprocess.CompletedProcess[str]) -> bool:
         """Whether the failed cancel command says the job is unknown or already over (by
         default: its output matches ``cancel_unknown``)."""
         return self.cancel_unknown.search(proc.stderr + proc.stdout) is not None
