@@ -4,20 +4,38 @@ from __future__ import annotations
 
 import abc
 import contextlib
+import logging
 import os
 import re
 import subprocess
+import threading
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, ClassVar
 
+import attrs
+
 from gahp_core import ConfigError, load_settings, setting_names
 from gahp_lrms.config import DEFAULT_TIMEOUT, CommandConfig, DriverConfig
-from gahp_lrms.model import DriverError, JobInfo, JobSpec, JobStatus, untracked_environ
+from gahp_lrms.model import (
+    DriverError,
+    FinalStates,
+    JobInfo,
+    JobSpec,
+    JobStatus,
+    untracked_environ,
+)
 from gahp_lrms.registry import RegistryHolder
 
-__all__ = ["DEFAULT_TIMEOUT", "CommandDriver", "Driver", "driver_settings", "run_command"]
+__all__ = [
+    "DEFAULT_TIMEOUT",
+    "CommandDriver",
+    "Driver",
+    "Submission",
+    "driver_settings",
+    "run_command",
+]
 
 
 def driver_settings(
@@ -110,27 +128,64 @@ class Driver(abc.ABC):
         ``state_dir`` takes them over). By default nothing."""
 
 
+@attrs.frozen
+class Submission:
+    """How a job is handed to the submit command: its arguments, its standard input (the
+    script, or None), the directory it runs in (None: the server's) and a file to delete
+    once it has run (None: none)."""
+
+    args: Sequence[str]
+    input: str | None = None
+    cwd: str | os.PathLike[str] | None = None
+    remove: str | None = None
+
+
 class CommandDriver(RegistryHolder, Driver):
-    """A batch system driven through its command-line tools (Slurm, PBS, Grid Engine).
+    """A batch system driven through its command-line tools (Slurm, PBS, Grid Engine, LSF).
 
     Shared configuration: ``bin_dir`` (where the commands are; default: PATH),
     ``command_timeout`` (s, default 30), ``submit_timeout`` (s, default 60) and
     ``cancel_wait_s`` (how long ``cancel`` waits for a running job to end, default 10).
-    Subclasses name the system (``system``), the shape of its job ids (``job_id``) and
-    the environment its commands need (``env``).
 
-    Status: a subclass answers one job with :meth:`query_status`; when it can also describe
-    many jobs with one query (:meth:`bulk_status`), :meth:`status` is answered from a
-    :class:`~gahp_lrms.registry.StatusRegistry` (``state_dir/status-registry.jsonl``) unless
-    ``status_registry`` is false.  ``status_interval`` (s, default 5) is how old a state may
-    be; ``stale_limit_s`` (s, default 1800) how long the last known states are answered while
-    the batch system does not answer. The options: :class:`~gahp_lrms.config.CommandConfig`.
+    The sequences are the base's, the commands and patterns the subclass's:
+
+    * :meth:`submit`: the working directory made absolute (``workdir_default``,
+      ``workdir_normalised``), the ``submit_command`` run as :meth:`_submission` says, the
+      job id taken from its output (:meth:`_printed_id`, checked against ``job_id``), what
+      was known of an earlier job with that id dropped (:meth:`_new_job`), the job tracked.
+    * :meth:`cancel`: nothing when :meth:`_cancel_needless`; the job marked as cancelled
+      (:meth:`_marks_cancel`), ``cancel_command`` run, its failure tolerated when it says
+      the job is unknown or over (``cancel_unknown``, :meth:`_cancel_tolerated`), then a
+      wait (at most ``cancel_wait_s``) while :meth:`_not_ended`.
+    * :meth:`status` (see :class:`~gahp_lrms.registry.RegistryHolder`): one job from
+      :meth:`query_status`; when the subclass can describe many with one query
+      (:meth:`bulk_status`), from a :class:`~gahp_lrms.registry.StatusRegistry`
+      (``state_dir/status-registry.jsonl``, the member ``statuses``) unless
+      ``status_registry`` is false.  ``status_interval`` (s, default 5) is how old a state
+      may be; ``stale_limit_s`` (s, default 1800) how long the last known states are answered
+      while the batch system does not answer.
+
+    The options: :class:`~gahp_lrms.config.CommandConfig`.
     """
 
     config_class: ClassVar[type[DriverConfig]] = CommandConfig
     common_keys: ClassVar[frozenset[str]] = setting_names(CommandConfig)
     system: ClassVar[str] = ""
+    """The batch system's name, in messages."""
     job_id: ClassVar[re.Pattern[str]]
+    """The shape of its job ids."""
+    submit_command: ClassVar[str] = ""
+    cancel_command: ClassVar[tuple[str, ...]] = ()
+    cancel_unknown: ClassVar[re.Pattern[str]] = re.compile(r"(?!)")
+    """What a failed ``cancel_command`` prints when the job is unknown or already over."""
+    workdir_default: ClassVar[bool] = True
+    """Whether a job without a working directory gets the server's."""
+    workdir_normalised: ClassVar[bool] = False
+    """Whether an absolute working directory is normalised too (a relative one always is)."""
+    marks_cancel: ClassVar[bool] = False
+    """Whether ``cancel`` notes the job in ``state_dir/cancelled`` (see :meth:`_record`)."""
+    cancel_mark_kept: ClassVar[bool] = False
+    """Whether that note stays when ``cancel_command`` fails for another reason."""
     settings: CommandConfig
 
     def __init__(self, config: Mapping[str, Any], state_dir: Path) -> None:
@@ -140,43 +195,121 @@ class CommandDriver(RegistryHolder, Driver):
         self.cancel_wait_s = self.settings.cancel_wait_s
         self._registry_settings(self.settings, self.system)
         self.bin_dir: str | Path | None = self.settings.bin_dir
-        self.env: dict[str, str] = untracked_environ()
+        self.env: dict[str, str] = untracked_environ() | self.settings.environment()
+        self.log = logging.getLogger(f"gahp.lrms.{self.name}")
+        self._final = FinalStates()  # of finished jobs, for drivers that keep them
+        self._lock = threading.Lock()
+        self._setup()
+
+    def _setup(self) -> None:  # noqa: B027 (optional, empty by default)
+        """Called at the end of ``__init__``: what the subclass sets up from its
+        :attr:`settings` (:attr:`env` has the variables they export)."""
+
+    # ------------------------------------------------------------------ submit
+    def submit(self, spec: JobSpec) -> str:
+        spec = self._with_workdir(spec)
+        submission = self._submission(spec)
+        try:
+            proc = run_command(
+                [self.command_path(self.submit_command), *submission.args],
+                timeout=self.submit_timeout,
+                env=self.env,
+                cwd=submission.cwd,
+                input=submission.input,
+            )
+        finally:
+            if submission.remove is not None:
+                with contextlib.suppress(OSError):
+                    os.unlink(submission.remove)
+        native_id = self._printed_id(proc.stdout)
+        if native_id is None or not self.job_id.match(native_id):
+            raise DriverError(f"{self.submit_command} printed no job id: {proc.stdout.strip()!r}")
+        self._new_job(native_id)
+        self._submitted(native_id)
+        return native_id
+
+    def _with_workdir(self, spec: JobSpec) -> JobSpec:
+        workdir = spec.workdir
+        if workdir is None and self.workdir_default:
+            workdir = os.getcwd()  # else the batch system's default (qsub's: $HOME)
+        if workdir is not None and (self.workdir_normalised or not os.path.isabs(workdir)):
+            workdir = os.path.abspath(workdir)
+        return spec if workdir == spec.workdir else attrs.evolve(spec, workdir=workdir)
+
+    def _submission(self, spec: JobSpec) -> Submission:
+        """How ``spec`` (its working directory made absolute) is submitted."""
+        raise NotImplementedError(f"{type(self).__name__} defines neither submit nor _submission")
+
+    def _printed_id(self, stdout: str) -> str | None:
+        """The job id in the submit command's output (checked against ``job_id``; by
+        default the output, stripped)."""
+        return stdout.strip()
+
+    def _new_job(self, native_id: str) -> None:
+        """The batch system gave ``native_id`` to a new job (ids are given again): what is
+        known of an earlier job with it is not this job's."""
+        self._unrecord("cancelled", native_id)
+        with self._lock:
+            self._final.pop(native_id, None)
+
+    # ------------------------------------------------------------------ cancel
+    def cancel(self, native_id: str) -> None:
+        self._check_id(native_id)
+        if self._cancel_needless(native_id):
+            return
+        marked = self._marks_cancel()
+        if marked:
+            self._record("cancelled", native_id)
+        proc = self._run(*self.cancel_command, native_id, check=False)
+        self._changed(native_id)
+        if proc.returncode != 0:
+            tolerated = self._cancel_tolerated(native_id, proc)
+            if marked and (tolerated or not self.cancel_mark_kept):
+                self._unrecord("cancelled", native_id)  # not cancelled
+            if tolerated:
+                return  # unknown, or over meanwhile: it keeps its own exit status
+            raise DriverError(command_failure(self.cancel_command, proc))
+        with self._lock:
+            self._final.pop(native_id, None)
+        self._wait_until_not_running(native_id)
+        self._changed(native_id)
+
+    def _cancel_needless(self, native_id: str) -> bool:
+        """Whether there is nothing to cancel (the job is over, or unknown). By default
+        the cancel command is always run."""
+        return False
+
+    def _marks_cancel(self) -> bool:
+        """Whether this cancel notes the job as cancelled (by default ``marks_cancel``)."""
+        return self.marks_cancel
+
+    def _cancel_tolerated(self, native_id: str, proc: subprocess.CompletedProcess[str]) -> bool:
+        """Whether the failed cancel command says the job is unknown or already over (by
+        default: its output matches ``cancel_unknown``)."""
+        return self.cancel_unknown.search(proc.stderr + proc.stdout) is not None
+
+    def _not_ended(self, native_id: str) -> bool:
+        """After a cancel: whether the job has yet to end (by default: it is RUNNING)."""
+        return self.query_status(native_id).status is JobStatus.RUNNING
+
+    def _wait_until_not_running(self, native_id: str) -> None:
+        """After a cancel: a running job takes a moment to die; wait for it (bounded)."""
+        deadline = time.monotonic() + self.cancel_wait_s
+        while time.monotonic() < deadline:
+            if not self._not_ended(native_id):
+                return
+            time.sleep(0.2)
 
     # ------------------------------------------------------------------ status
-    def status(self, native_id: str) -> JobInfo:
-        self._check_id(native_id)
-        registry = self.registry
-        if registry is None:
-            return self.query_status(native_id)
-        return registry.status(native_id)
-
-    def query_status(self, native_id: str) -> JobInfo:
-        """The job's state, asked of the batch system for this job alone."""
-        if type(self).status is not CommandDriver.status:  # a driver written before this
-            return self.status(native_id)
-        raise NotImplementedError(f"{type(self).__name__} defines neither status nor query_status")
-
-    def bulk_status(self, native_ids: Sequence[str]) -> Mapping[str, JobInfo]:
-        """States of many jobs from as few commands as possible (at most 3, whatever their
-        number); ids left out are asked with :meth:`query_status`."""
-        raise NotImplementedError
-
-    def has_bulk_status(self) -> bool:
-        """Whether :meth:`bulk_status` works here."""
-        return type(self).bulk_status is not CommandDriver.bulk_status
-
     def _submitted(self, native_id: str) -> None:
         """Track a new job: its first status can come from the next bulk query."""
-        registry = self.registry
-        if registry is not None:
-            registry.track(native_id)
+        self.statuses.track(native_id)
 
     def _changed(self, native_id: str) -> None:
         """The server changed the job: its next status is asked directly."""
-        registry = self.registry
-        if registry is not None:
-            registry.invalidate(native_id)
+        self.statuses.invalidate(native_id)
 
+    # ------------------------------------------------------------------ commands
     def command_path(self, name: str) -> str:
         """Where command ``name`` is: in ``bin_dir`` when configured, else found on PATH."""
         return str(Path(self.bin_dir) / name) if self.bin_dir else name
@@ -196,14 +329,6 @@ class CommandDriver(RegistryHolder, Driver):
             check=check,
             cwd=cwd,
         )
-
-    def _wait_until_not_running(self, native_id: str) -> None:
-        """After a cancel: a running job takes a moment to die; wait for it (bounded)."""
-        deadline = time.monotonic() + self.cancel_wait_s
-        while time.monotonic() < deadline:
-            if self.query_status(native_id).status is not JobStatus.RUNNING:
-                return
-            time.sleep(0.2)
 
     def _hold_with(
         self, native_id: str, hold: Sequence[str], suspend: Sequence[str] | None, why: str = ""

@@ -83,9 +83,18 @@ class RegistryConfig(DriverConfig):
     """Seconds the last known states are answered while the batch system does not answer."""
 
 
+def _exported(**values: object) -> dict[str, str]:
+    """The variables among ``values`` that are set, as strings."""
+    return {name: str(value) for name, value in values.items() if value}
+
+
 @attrs.frozen
 class CommandConfig(RegistryConfig):
     """Options of every driver run through command-line tools (Slurm, PBS, SGE, LSF)."""
+
+    def environment(self) -> dict[str, str]:
+        """The environment variables the options give the batch system's commands."""
+        return {}
 
     bin_dir: Path | None = setting(path)
     """Where the commands are (default: PATH, or what the system's own settings say)."""
@@ -96,21 +105,30 @@ class CommandConfig(RegistryConfig):
 
 
 @attrs.frozen
-class SlurmConfig(CommandConfig):
+class _SlurmCommands(CommandConfig):
+    """Options of the drivers that run Slurm's commands: ``slurm_conf`` (exported as
+    SLURM_CONF)."""
+
+    slurm_conf: Path | None = setting(path)
+
+    def environment(self) -> dict[str, str]:
+        return _exported(SLURM_CONF=self.slurm_conf)
+
+
+@attrs.frozen
+class SlurmConfig(_SlurmCommands):
     """``slurm``: ``slurm_conf`` (exported as SLURM_CONF) and ``suspend_running`` (hold a
     running job by suspending it)."""
 
-    slurm_conf: Path | None = setting(path)
     suspend_running: bool = setting(strict_bool, True)
 
 
 @attrs.frozen
-class PbsConfig(CommandConfig):
+class PbsConfig(_SlurmCommands):
     """``pbs``: ``flavor`` (auto, pbspro, torque), and for Torque-style wrappers of Slurm
     ``slurm_conf`` and ``slurm_status`` (ask Slurm for exit codes)."""
 
     flavor: str = setting(_flavor, "auto")
-    slurm_conf: Path | None = setting(path)
     slurm_status: bool = setting(strict_bool, True)
 
 
@@ -126,12 +144,20 @@ class SgeConfig(CommandConfig):
     suspend_running: bool = setting(strict_bool, True)
     accounting_wait_s: float = setting(non_negative_number, 60.0)
 
+    def environment(self) -> dict[str, str]:
+        return _exported(
+            SGE_ROOT=self.sge_root, SGE_CELL=self.sge_cell, SGE_QMASTER_PORT=self.sge_qmaster_port
+        )
+
 
 @attrs.frozen
 class LsfConfig(CommandConfig):
     """``lsf``: ``lsf_envdir`` (exported as LSF_ENVDIR)."""
 
     lsf_envdir: Path | None = setting(path)
+
+    def environment(self) -> dict[str, str]:
+        return _exported(LSF_ENVDIR=self.lsf_envdir)
 
 
 @attrs.frozen

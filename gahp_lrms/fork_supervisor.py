@@ -204,48 +204,51 @@ class Supervisor:
             self.state.update(phase="running", pgid=pgid, pids=[p.pid for p in procs])
             self.save()
             self.obey_late_marker(pgid)
-
-        user = system = 0.0
-        statuses: list[int] = []
-        for p in procs:
-            while True:
-                try:
-                    _pid, status, usage = os.wait4(p.pid, 0)
-                    break
-                except ChildProcessError:
-                    status, usage = 0, None
-                    break
-                except InterruptedError:
-                    continue
-            p.returncode = status  # keep Popen from waiting again
-            statuses.append(status)
-            if usage is not None:
-                user += usage.ru_utime
-                system += usage.ru_stime
-        code: int | None = None
-        sig: int | None = None
-        for st in statuses:  # the first signal, else the first non-zero exit status
-            if os.WIFSIGNALED(st):
-                sig = os.WTERMSIG(st)
-                break
-        if sig is None:
-            codes = [os.WEXITSTATUS(s) for s in statuses]
-            code = next((c for c in codes if c != 0), 0)
-        reason = None
-        if sig is not None:
-            reason = f"killed by signal {sig} ({signal.Signals(sig).name})"
-        elif code:
-            reason = f"exited with status {code}"
+        statuses, user, system = _wait_all(procs)
         self.finish(
             "finished",
-            exit_code=code,
-            exit_signal=sig,
-            exit_reason=reason,
+            **_outcome(statuses),
             wallclock_s=round(time.monotonic() - started, 3),
             user_cpu_s=round(user, 3),
             sys_cpu_s=round(system, 3),
         )
         return 0
+
+
+def _wait_all(procs: list[subprocess.Popen[bytes]]) -> tuple[list[int], float, float]:
+    """Wait for every instance: their wait statuses, and the user and system CPU seconds
+    they used."""
+    user = system = 0.0
+    statuses: list[int] = []
+    for p in procs:
+        while True:
+            try:
+                _pid, status, usage = os.wait4(p.pid, 0)
+                break
+            except ChildProcessError:
+                status, usage = 0, None
+                break
+            except InterruptedError:
+                continue
+        p.returncode = status  # keep Popen from waiting again
+        statuses.append(status)
+        if usage is not None:
+            user += usage.ru_utime
+            system += usage.ru_stime
+    return statuses, user, system
+
+
+def _outcome(statuses: list[int]) -> dict[str, Any]:
+    """``exit_code``, ``exit_signal`` and ``exit_reason`` of the job from its instances'
+    wait statuses: the first signal, else the first non-zero exit status."""
+    for st in statuses:
+        if os.WIFSIGNALED(st):
+            sig = os.WTERMSIG(st)
+            reason = f"killed by signal {sig} ({signal.Signals(sig).name})"
+            return {"exit_code": None, "exit_signal": sig, "exit_reason": reason}
+    code = next((c for c in (os.WEXITSTATUS(s) for s in statuses) if c != 0), 0)
+    why = f"exited with status {code}" if code else None
+    return {"exit_code": code, "exit_signal": None, "exit_reason": why}
 
 
 def daemonize(jobdir: Path) -> None:

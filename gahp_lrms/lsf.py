@@ -52,11 +52,9 @@ from __future__ import annotations
 
 import contextlib
 import json
-import logging
 import math
 import os
 import re
-import threading
 import time
 from collections.abc import Mapping, Sequence
 from datetime import datetime, timedelta
@@ -65,9 +63,9 @@ from typing import Any
 
 import attrs
 
-from gahp_lrms.base import CommandDriver, command_failure, run_command
+from gahp_lrms.base import CommandDriver, Submission, command_failure
 from gahp_lrms.config import LsfConfig
-from gahp_lrms.model import DriverError, FinalStates, JobInfo, JobSpec, JobStatus, job_slots
+from gahp_lrms.model import DriverError, JobInfo, JobSpec, JobStatus, job_slots
 from gahp_lrms.script import render_script, safe_job_name
 
 __all__ = [
@@ -87,9 +85,6 @@ __all__ = [
     "split_records",
 ]
 
-log = logging.getLogger("gahp.lrms.lsf")
-
-_JOB_ID = re.compile(r"[1-9]\d*\Z")
 _SUBMITTED = re.compile(r"^Job <(\d+)> is submitted", re.M)
 _NOT_FOUND = re.compile(r"is not found|No matching job found", re.I)
 _NOT_FOUND_ID = re.compile(r"Job <(\d+)> is not found")
@@ -383,20 +378,14 @@ class LsfDriver(CommandDriver):
 
     name = "lsf"
     system = "LSF"
-    job_id = _JOB_ID
     config_class = LsfConfig
     settings: LsfConfig
 
-    def __init__(self, config: Mapping[str, Any], state_dir: Path) -> None:
-        super().__init__(config, state_dir)
-        if self.settings.lsf_envdir:
-            self.env["LSF_ENVDIR"] = str(self.settings.lsf_envdir)
+    def _setup(self) -> None:
         self.lsf_conf = self._read_lsf_conf(self.env.get("LSF_ENVDIR"))
         if not self.settings.bin_dir and self.lsf_conf.get("LSF_BINDIR"):
             self.bin_dir = self.lsf_conf["LSF_BINDIR"]
         self.memory_unit = self.lsf_conf.get("LSF_UNIT_FOR_LIMITS") or "MB"
-        self._final = FinalStates()  # finished jobs never change
-        self._lock = threading.Lock()
         self._wide = False  # bjobs has no -json: status from bjobs -a -w
 
     @staticmethod
@@ -422,7 +411,8 @@ class LsfDriver(CommandDriver):
                 return {}, set(native_ids)
             if not _OPTION_REFUSED.search(proc.stderr + proc.stdout):
                 raise DriverError(command_failure(["bjobs"], proc))
-            log.info("bjobs refuses -o/-json (%s): using bjobs -a -w", proc.stderr.strip()[:200])
+            refusal = proc.stderr.strip()[:200]
+            self.log.info("bjobs refuses -o/-json (%s): using bjobs -a -w", refusal)
             self._wide = True
         proc = self._run("bjobs", "-a", "-w", *native_ids, check=False)
         jobs = parse_bjobs_wide(proc.stdout)
@@ -455,42 +445,35 @@ class LsfDriver(CommandDriver):
                     ask.append(native_id)
         if not ask:
             return found
-        queued, _missing = self._bjobs(ask)
-        cancelled = {i for i in ask if self._cancelled(i)}
-        exited = [i for i in ask if queued.get(i, {}).get("STAT") == "EXIT" and i not in cancelled]
-        gone = [i for i in ask if i not in queued and i not in cancelled]
-        long = self._optional_records(exited, strict, "bjobs")
-        history = self._optional_records(gone, strict, "bhist", "-n", "0")
-        unanswered = (set(exited) if long is None else set()) | (
-            set(gone) if history is None else set()
-        )
-        now = time.time()
+        answers = self._query(ask, strict)
         for native_id in ask:
-            if native_id in unanswered:
+            if native_id in answers.unanswered:
                 continue  # asked on its own (see _optional_records)
             try:
-                fields = queued.get(native_id)
-                if fields is not None:
-                    info = info_from_bjobs(
-                        fields,
-                        record=(long or {}).get(native_id),
-                        cancelled=native_id in cancelled,
-                        now=now,
-                    )
-                elif native_id in cancelled:
-                    info = JobInfo(JobStatus.REMOVED, exit_reason="cancelled")
-                else:
-                    info = self._from_history((history or {}).get(native_id))
+                info = answers.info(native_id)
             except DriverError as exc:
                 if strict:
                     raise
-                log.warning("LSF job %s: %s", native_id, exc)
+                self.log.warning("LSF job %s: %s", native_id, exc)
                 continue
             found[native_id] = info
             if info.finished:
                 with self._lock:
                     self._final[native_id] = info
         return found
+
+    def _query(self, ask: Sequence[str], strict: bool) -> _Answers:
+        """What bjobs, and bjobs -l and bhist -l where they are needed, say of ``ask``."""
+        queued, _missing = self._bjobs(ask)
+        cancelled = frozenset(i for i in ask if self._cancelled(i))
+        exited = [i for i in ask if queued.get(i, {}).get("STAT") == "EXIT" and i not in cancelled]
+        gone = [i for i in ask if i not in queued and i not in cancelled]
+        long = self._optional_records(exited, strict, "bjobs")
+        history = self._optional_records(gone, strict, "bhist", "-n", "0")
+        unanswered = (exited if long is None else []) + (gone if history is None else [])
+        return _Answers(
+            queued, cancelled, long or {}, history or {}, frozenset(unanswered), time.time()
+        )
 
     def _optional_records(
         self, native_ids: Sequence[str], strict: bool, command: str, *options: str
@@ -504,49 +487,27 @@ class LsfDriver(CommandDriver):
         except DriverError as exc:
             if strict:
                 raise
-            log.warning(
+            self.log.warning(
                 "%s -l failed (%d jobs asked on their own): %s", command, len(native_ids), exc
             )
             return None
 
-    @staticmethod
-    def _from_history(record: str | None) -> JobInfo:
-        info = info_from_record(record) if record else None
-        if info is not None:
-            return info
-        why = "job no longer known to LSF (exit status unknown)"
-        if record:
-            why = "job no longer known to LSF, its history shows no end (exit status unknown)"
-        return JobInfo(JobStatus.COMPLETED, exit_reason=why)
+    # ------------------------------------------------------------------ submit (see CommandDriver)
+    job_id = re.compile(r"[1-9]\d*\Z")
+    submit_command = "bsub"
+    workdir_normalised = True
 
-    # ------------------------------------------------------------------ Driver API
-    def submit(self, spec: JobSpec) -> str:
-        workdir = os.path.abspath(spec.workdir if spec.workdir is not None else os.getcwd())
-        spec = attrs.evolve(spec, workdir=workdir)  # the script always changes to it
+    def _submission(self, spec: JobSpec) -> Submission:
         options = bsub_options(spec, memory_unit=self.memory_unit)
-        # LSF runs the job in bsub's working directory.
+        # LSF runs the job in bsub's working directory; the script always changes to it.
+        workdir = str(spec.workdir)
         cwd = workdir if os.path.isdir(workdir) and os.access(workdir, os.X_OK) else "/tmp"
-        proc = run_command(
-            [self.command_path("bsub"), *options],
-            timeout=self.submit_timeout,
-            env=self.env,
-            cwd=cwd,
-            check=False,
-            input=render_script(spec, one_line_values=True),
-        )
-        native_id = parse_bsub(proc.stdout) if proc.returncode == 0 else None
-        if native_id is None:
-            if proc.returncode == 0:
-                raise DriverError(f"bsub printed no job id: {proc.stdout.strip()!r}")
-            raise DriverError(command_failure(["bsub"], proc))
-        # LSF gives job numbers again (after MAX_JOBID, or a cluster made anew): what this
-        # driver remembers of an earlier job with the number is not this job's.
-        self._unrecord("cancelled", native_id)
-        with self._lock:
-            self._final.pop(native_id, None)
-        self._submitted(native_id)
-        return native_id
+        return Submission(options, input=render_script(spec, one_line_values=True), cwd=cwd)
 
+    def _printed_id(self, stdout: str) -> str | None:
+        return parse_bsub(stdout)
+
+    # ------------------------------------------------------------------ status
     def query_status(self, native_id: str) -> JobInfo:
         self._check_id(native_id)
         return self._describe([native_id], strict=True)[native_id]
@@ -556,33 +517,25 @@ class LsfDriver(CommandDriver):
         for those that exited and ``bhist -l`` for those bjobs no longer knows."""
         return self._describe([i for i in native_ids if self.job_id.match(i)], strict=False)
 
-    def cancel(self, native_id: str) -> None:
-        self._check_id(native_id)
-        if self._cancelled(native_id) or self.query_status(native_id).finished:
-            return  # cancelled already, finished, or unknown: nothing to do
-        self._record("cancelled", native_id)
-        proc = self._run("bkill", native_id, check=False)
-        self._changed(native_id)
-        if proc.returncode != 0:
-            self._unrecord("cancelled", native_id)  # not cancelled
-            text = proc.stderr + proc.stdout
-            if "already finished" in text or _NOT_FOUND.search(text):
-                return  # it ended meanwhile: it keeps its own exit status
-            raise DriverError(command_failure(["bkill"], proc))
-        with self._lock:
-            self._final.pop(native_id, None)
-        # LSF ends the job asynchronously (SIGINT, SIGTERM, then SIGKILL): wait (bounded)
-        # until it shows the job ended, so that its processes are gone when cancel returns.
-        deadline = time.monotonic() + self.cancel_wait_s
-        while time.monotonic() < deadline:
-            try:
-                queued, _missing = self._bjobs([native_id])
-            except DriverError:
-                break
-            if queued.get(native_id, {}).get("STAT", "DONE") in _FINISHED:
-                break
-            time.sleep(0.2)
+    # ------------------------------------------------------------------ cancel (see CommandDriver)
+    cancel_command = ("bkill",)
+    cancel_unknown = re.compile(f"already finished|{_NOT_FOUND.pattern}", re.I)
+    marks_cancel = True
 
+    def _cancel_needless(self, native_id: str) -> bool:
+        # cancelled already, finished, or unknown: nothing to do
+        return self._cancelled(native_id) or self.query_status(native_id).finished
+
+    def _not_ended(self, native_id: str) -> bool:
+        # LSF ends the job asynchronously (SIGINT, SIGTERM, then SIGKILL): until it shows
+        # the job ended, its processes may live on.
+        try:
+            queued, _missing = self._bjobs([native_id])
+        except DriverError:
+            return False
+        return queued.get(native_id, {}).get("STAT", "DONE") not in _FINISHED
+
+    # ------------------------------------------------------------------ hold, resume, ping
     def hold(self, native_id: str) -> None:
         self._hold_with(native_id, ("bstop",), ("bstop",))
 
@@ -595,6 +548,43 @@ class LsfDriver(CommandDriver):
 
     def ping(self) -> None:
         self._run("bqueues", timeout=min(self.timeout, 15.0))
+
+
+def _from_history(record: str | None) -> JobInfo:
+    """A job bjobs no longer knows, from its ``bhist -l`` record (if any)."""
+    info = info_from_record(record) if record else None
+    if info is not None:
+        return info
+    why = "job no longer known to LSF (exit status unknown)"
+    if record:
+        why = "job no longer known to LSF, its history shows no end (exit status unknown)"
+    return JobInfo(JobStatus.COMPLETED, exit_reason=why)
+
+
+@attrs.frozen
+class _Answers:
+    """What the commands of one status query said: bjobs' fields (``queued``), the jobs
+    the driver cancelled, the ``bjobs -l`` records of EXIT jobs (``long``), the ``bhist -l``
+    records of jobs bjobs no longer knows (``history``), the jobs that could not be
+    described (``unanswered``) and the time of the query (``now``)."""
+
+    queued: Mapping[str, Mapping[str, str]]
+    cancelled: frozenset[str]
+    long: Mapping[str, str]
+    history: Mapping[str, str]
+    unanswered: frozenset[str]
+    now: float
+
+    def info(self, native_id: str) -> JobInfo:
+        """The job's state (raises DriverError for a state the driver does not know)."""
+        fields = self.queued.get(native_id)
+        cancelled = native_id in self.cancelled
+        if fields is not None:
+            record = self.long.get(native_id)
+            return info_from_bjobs(fields, record=record, cancelled=cancelled, now=self.now)
+        if cancelled:
+            return JobInfo(JobStatus.REMOVED, exit_reason="cancelled")
+        return _from_history(self.history.get(native_id))
 
 
 def _only_not_found(stderr: str) -> bool:

@@ -52,15 +52,13 @@ import json
 import os
 import re
 import shutil
+import subprocess
 import tempfile
-import threading
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
-import attrs
-
-from gahp_lrms.base import CommandDriver, command_failure
+from gahp_lrms.base import CommandDriver, Submission, command_failure
 from gahp_lrms.config import FLAVORS, PbsConfig
 from gahp_lrms.model import DriverError, JobInfo, JobSpec, JobStatus
 from gahp_lrms.script import render_script
@@ -88,7 +86,6 @@ __all__ = [
 
 _SAFE_WORD = re.compile(r"[A-Za-z0-9_.@-]+\Z")
 _SAFE_PATH = re.compile(r"[A-Za-z0-9_./+-]+\Z")
-_JOB_ID = re.compile(r"[A-Za-z0-9_.\[\]-]+\Z")
 _UNKNOWN_JOB_RC = 153  # PBSE_UNKJOBID (15001) & 0xff
 _FINISHED_RC = 35  # PBSE_HISTJOBID (15139) & 0xff: "Job has finished"
 _BAD_STATE_RC = 168  # PBSE_BADSTATE (15016) & 0xff: "Request invalid for state of job"
@@ -325,18 +322,13 @@ class PbsDriver(CommandDriver):
 
     name = "pbs"
     system = "PBS"
-    job_id = _JOB_ID
     config_class = PbsConfig
     settings: PbsConfig
 
-    def __init__(self, config: Mapping[str, Any], state_dir: Path) -> None:
-        super().__init__(config, state_dir)
+    def _setup(self) -> None:
         flavor = self.settings.flavor
         self._flavor: str | None = None if flavor == "auto" else flavor
         self._history: bool | None = None
-        self._lock = threading.Lock()
-        if self.settings.slurm_conf:
-            self.env["SLURM_CONF"] = str(self.settings.slurm_conf)
         self._slurm: SlurmDriver | None = None
         if (
             flavor != "pbspro"
@@ -348,7 +340,7 @@ class PbsDriver(CommandDriver):
                 for k in ("bin_dir", "command_timeout", "slurm_conf")
                 if k in self.config
             }
-            self._slurm = SlurmDriver(slurm_config, state_dir)
+            self._slurm = SlurmDriver(slurm_config, self.state_dir)
 
     # ------------------------------------------------------------------ what PBS this is
     def flavor(self) -> str:
@@ -389,33 +381,30 @@ class PbsDriver(CommandDriver):
                 return base.resolve()
         raise DriverError(f"no shell-safe directory for PBS scripts (state_dir {self.state_dir})")
 
-    # ------------------------------------------------------------------ Driver API
-    def submit(self, spec: JobSpec) -> str:
-        if spec.workdir is not None and not os.path.isabs(spec.workdir):
-            spec = attrs.evolve(spec, workdir=os.path.abspath(spec.workdir))
-        elif spec.workdir is None:  # qsub's default would be $HOME; match sbatch and fork
-            spec = attrs.evolve(spec, workdir=os.getcwd())
-        flavor = self.flavor()
-        opts = qsub_options(spec, flavor=flavor)
+    # ------------------------------------------------------------------ submit (see CommandDriver)
+    job_id = re.compile(r"[A-Za-z0-9_.\[\]-]+\Z")
+    submit_command = "qsub"
+
+    def _submission(self, spec: JobSpec) -> Submission:
+        opts = qsub_options(spec, flavor=self.flavor())
         directory = self._script_dir()
         fd, path = tempfile.mkstemp(prefix="job-", suffix=".sh", dir=directory)
         try:
             with os.fdopen(fd, "w") as f:
                 f.write(render_script(spec))
             os.chmod(path, 0o700)
-            # From the script's directory: qsub records its working directory in the job.
-            proc = self._run("qsub", *opts, path, timeout=self.submit_timeout, cwd=directory)
-        finally:
+        except BaseException:
             with contextlib.suppress(OSError):
                 os.unlink(path)
-        lines = proc.stdout.strip().splitlines()
-        native_id = lines[-1].strip() if lines else ""
-        if not _JOB_ID.match(native_id):
-            raise DriverError(f"qsub printed no job id: {proc.stdout.strip()!r}")
-        self._unrecord("cancelled", native_id)  # a number PBS gives again is a new job
-        self._submitted(native_id)
-        return native_id
+            raise
+        # From the script's directory: qsub records its working directory in the job.
+        return Submission([*opts, path], cwd=directory, remove=path)
 
+    def _printed_id(self, stdout: str) -> str:
+        lines = stdout.strip().splitlines()
+        return lines[-1].strip() if lines else ""
+
+    # ------------------------------------------------------------------ status
     def bulk_status(self, native_ids: Sequence[str]) -> dict[str, JobInfo]:
         if self.flavor() == "pbspro":
             return self._pbspro_bulk(native_ids)
@@ -517,23 +506,31 @@ class PbsDriver(CommandDriver):
             JobStatus.COMPLETED, exit_reason="job no longer known to PBS (exit status unknown)"
         )
 
-    def cancel(self, native_id: str) -> None:
-        self._check_id(native_id)
+    # ------------------------------------------------------------------ cancel (see CommandDriver)
+    cancel_command = ("qdel",)
+
+    # PBS Professional: the job is marked as cancelled before qdel (REMOVED from then on;
+    # PBS kills it within the queue's kill_delay, nothing waits for that).  Torque-style
+    # commands: a qdel that fails is no error once the job is over; a running job is
+    # waited for.
+    def _marks_cancel(self) -> bool:
+        return self.flavor() == "pbspro"
+
+    def _cancel_needless(self, native_id: str) -> bool:
+        # finished, unknown, or cancelled already: nothing to do
+        return self.flavor() == "pbspro" and self.query_status(native_id).finished
+
+    def _cancel_tolerated(self, native_id: str, proc: subprocess.CompletedProcess[str]) -> bool:
         if self.flavor() != "pbspro":
-            self._torque_cancel(native_id)
-            return
-        if self.query_status(native_id).finished:
-            return  # finished, unknown, or cancelled already: nothing to do
-        self._record("cancelled", native_id)
-        proc = self._run("qdel", native_id, check=False)
-        self._changed(native_id)
-        if proc.returncode != 0:
-            self._unrecord("cancelled", native_id)
-            if proc.returncode in (_FINISHED_RC, _UNKNOWN_JOB_RC):
-                return  # it ended meanwhile: not cancelled
-            if proc.returncode == _BAD_STATE_RC and self._exiting(native_id):
-                return  # its program ended; PBS is finishing it (state E): not cancelled
-            raise DriverError(command_failure(["qdel"], proc))
+            return self.query_status(native_id).finished
+        # It ended meanwhile, or its program ended and PBS is finishing it (state E, which
+        # qdel refuses): not cancelled.
+        return proc.returncode in (_FINISHED_RC, _UNKNOWN_JOB_RC) or (
+            proc.returncode == _BAD_STATE_RC and self._exiting(native_id)
+        )
+
+    def _not_ended(self, native_id: str) -> bool:
+        return self.flavor() != "pbspro" and super()._not_ended(native_id)
 
     def _exiting(self, native_id: str) -> bool:
         """PBS lists the job as exiting (E) or finished: qdel refuses an exiting job."""
@@ -542,14 +539,7 @@ class PbsDriver(CommandDriver):
         fields = jobs_by_native_id(jobs, [native_id]).get(native_id)
         return fields is not None and str(fields.get("job_state", "")) in ("E", "F", "X")
 
-    def _torque_cancel(self, native_id: str) -> None:
-        proc = self._run("qdel", native_id, check=False)
-        self._changed(native_id)
-        if proc.returncode != 0 and not self.query_status(native_id).finished:
-            raise DriverError(command_failure(["qdel"], proc))
-        self._wait_until_not_running(native_id)
-        self._changed(native_id)
-
+    # ------------------------------------------------------------------ hold, resume, ping
     def hold(self, native_id: str) -> None:
         self._hold_with(native_id, ("qhold",), None, " (PBS cannot suspend it)")
 

@@ -44,6 +44,7 @@ __all__ = [
     "DEFAULT_STALE_LIMIT",
     "BulkQuery",
     "DirectQuery",
+    "DriverRegistry",
     "RegistryHolder",
     "RegistryStats",
     "StatusRegistry",
@@ -204,10 +205,7 @@ class StatusRegistry:
         when due.  A failing batch system is retried once per ``interval``; meanwhile
         requests do not wait for the retry."""
         if self._refreshing:
-            if self._last_error is None:
-                generation = self._generation
-                while self._refreshing and self._generation == generation:
-                    self._cond.wait()
+            self._join_locked()
             return
         now = self.clock()
         if (
@@ -217,33 +215,51 @@ class StatusRegistry:
         ):
             return
         ids = [i for i, e in self._entries.items() if not (e.info and e.info.finished)]
+        self._last_attempt = now
         if not ids:
-            self._last_attempt = now
             self._generation += 1
             self._last_error = None
             return
+        found, error = self._bulk_unlocked(ids)
+        if error is None:
+            self._merge_locked(ids, found, now)
+        else:
+            self._failed_locked(error)
+        self._cond.notify_all()
+
+    def _join_locked(self) -> None:
+        """Wait for the refresh under way, unless the batch system failed the last one."""
+        if self._last_error is None:
+            generation = self._generation
+            while self._refreshing and self._generation == generation:
+                self._cond.wait()
+
+    def _bulk_unlocked(self, ids: Sequence[str]) -> tuple[Mapping[str, JobInfo], str | None]:
+        """The bulk query of ``ids`` with the lock released (marked as under way): what it
+        found, and the error it ended with (None when it worked)."""
         self._refreshing = True
-        self._last_attempt = now
         self._cond.release()
-        error: str | None = None
-        found: Mapping[str, JobInfo] = {}
         try:
-            found = self.bulk(ids)
+            return self.bulk(ids), None
         except DriverError as exc:
-            error = str(exc)
+            return {}, str(exc)
         except Exception as exc:  # a broken parser must not wedge every request
             log.exception("bulk status query failed")
-            error = f"bulk status query failed: {type(exc).__name__}: {exc}"
+            return {}, f"bulk status query failed: {type(exc).__name__}: {exc}"
         finally:
             self._cond.acquire()
             self._refreshing = False
-        if error is not None:
-            self.stats.refresh_failures += 1
-            if self._last_error is None:
-                log.warning("%s status query failed: %s", self.name, error)
-            self._last_error = error
-            self._cond.notify_all()
-            return
+
+    def _failed_locked(self, error: str) -> None:
+        self.stats.refresh_failures += 1
+        if self._last_error is None:
+            log.warning("%s status query failed: %s", self.name, error)
+        self._last_error = error
+
+    def _merge_locked(
+        self, ids: Sequence[str], found: Mapping[str, JobInfo], started: float
+    ) -> None:
+        """Take the states of a bulk query that ``started`` then."""
         self.stats.refreshes += 1
         self._generation += 1
         self._last_error = None
@@ -252,12 +268,12 @@ class StatusRegistry:
             entry = self._entries.get(native_id)
             if entry is None or entry.dirty:
                 continue  # forgotten, or changed by the server during the query
-            if (entry.info is not None and entry.info.finished) or entry.seen > now:
+            if (entry.info is not None and entry.info.finished) or entry.seen > started:
                 entry.generation = self._generation  # a direct query after this one's start
                 continue
-            if not _same_state(entry.info, info) or now - entry.saved >= self.persist_every:
+            if not _same_state(entry.info, info) or started - entry.saved >= self.persist_every:
                 changed.append((native_id, entry))
-            entry.info, entry.seen, entry.generation = info, now, self._generation
+            entry.info, entry.seen, entry.generation = info, started, self._generation
         self._append(changed)
         log.debug(
             "%s bulk status: %d jobs, %d described, %d changed",
@@ -266,7 +282,6 @@ class StatusRegistry:
             len(found),
             len(changed),
         )
-        self._cond.notify_all()
 
     def _stale_locked(self, native_id: str, entry: _Entry) -> JobInfo:
         assert entry.info is not None
@@ -397,75 +412,162 @@ class StatusRegistry:
         self._journal_lines = len(self._entries)
 
 
-class RegistryHolder:
-    """The status registry of a driver, for the driver classes to inherit.
+class DriverRegistry:
+    """The status registry of one driver, a member of it: the driver's options
+    (:class:`~gahp_lrms.config.RegistryConfig`) and the :class:`StatusRegistry` they make,
+    built on first use from the driver's ``bulk`` and ``direct`` queries, its journal
+    ``journal``.  ``has_bulk`` says whether ``bulk`` works (else status is per job).
+    Thread-safe."""
 
-    Three configuration keys (:class:`~gahp_lrms.config.RegistryConfig`): ``status_registry``
-    (default true), ``status_interval`` (s, default 5) and ``stale_limit_s`` (s, default 1800). The
-    registry is built on first use from the driver's ``bulk_status`` and ``query_status``,
-    its journal ``status-registry.jsonl`` in the driver's ``state_dir``.
-    """
-
-    registry_keys: ClassVar[frozenset[str]] = setting_names(RegistryConfig)
-    state_dir: Path
-    use_registry: bool
-    """Whether status comes from the registry (false: each job is asked on its own)."""
-    status_interval: float
-    stale_limit_s: float
-
-    def _registry_settings(self, settings: RegistryConfig, name: str) -> None:
-        """Take the registry's options from the driver's ``settings``; ``name`` is the system
-        in its messages."""
-        self.status_interval = settings.status_interval
-        self.stale_limit_s = settings.stale_limit_s
-        self.use_registry = settings.status_registry
-        self._registry_name = name
+    def __init__(
+        self,
+        settings: RegistryConfig,
+        name: str,
+        journal: Path,
+        bulk: BulkQuery,
+        direct: DirectQuery,
+        has_bulk: Callable[[], bool],
+    ) -> None:
+        self.interval = settings.status_interval
+        self.stale_limit = settings.stale_limit_s
+        self.enabled = settings.status_registry
+        """Whether status comes from the registry (false: each job is asked on its own)."""
+        self.name = name
+        self.journal = journal
+        self._bulk = bulk
+        self._direct = direct
+        self._has_bulk = has_bulk
         self._registry: StatusRegistry | None = None
-        self._registry_lock = threading.Lock()
-
-    def bulk_status(self, native_ids: Sequence[str]) -> Mapping[str, JobInfo]:
-        """States of many jobs at once (the driver's)."""
-        raise NotImplementedError
-
-    def query_status(self, native_id: str) -> JobInfo:
-        """The state of one job, asked on its own (the driver's)."""
-        raise NotImplementedError
-
-    def has_bulk_status(self) -> bool:
-        """Whether :meth:`bulk_status` works here (else status is per job)."""
-        return True
-
-    def limit_status_interval(self, seconds: float) -> None:
-        """Keep states at most ``seconds`` old (never lengthens the interval)."""
-        if seconds <= 0:
-            return
-        with self._registry_lock:
-            self.status_interval = min(self.status_interval, seconds)
-            if self._registry is not None:
-                self._registry.interval = min(self._registry.interval, seconds)
-
-    def forget(self, native_id: str) -> None:
-        """Drop the job from the registry."""
-        registry = self._registry if self.use_registry else None
-        if registry is not None:
-            registry.forget(native_id)
+        self._lock = threading.Lock()
 
     @property
     def registry(self) -> StatusRegistry | None:
         """The status registry (built on first use), or None when status is per job."""
-        if not self.use_registry:
+        if not self.enabled:
             return None
-        with self._registry_lock:
+        with self._lock:
             if self._registry is None:
-                if not self.has_bulk_status():
-                    self.use_registry = False
+                if not self._has_bulk():
+                    self.enabled = False
                     return None
                 self._registry = StatusRegistry(
-                    self.bulk_status,
-                    self.query_status,
-                    journal=self.state_dir / "status-registry.jsonl",
-                    interval=self.status_interval,
-                    stale_limit=self.stale_limit_s,
-                    name=self._registry_name,
+                    self._bulk,
+                    self._direct,
+                    journal=self.journal,
+                    interval=self.interval,
+                    stale_limit=self.stale_limit,
+                    name=self.name,
                 )
             return self._registry
+
+    def status(self, native_id: str) -> JobInfo:
+        """The job's state from the registry, else asked directly."""
+        registry = self.registry
+        if registry is None:
+            return self._direct(native_id)
+        return registry.status(native_id)
+
+    def track(self, native_id: str) -> None:
+        """A new job: its first status can come from the next bulk query."""
+        registry = self.registry
+        if registry is not None:
+            registry.track(native_id)
+
+    def invalidate(self, native_id: str) -> None:
+        """The server changed the job: its next status is asked directly."""
+        registry = self.registry
+        if registry is not None:
+            registry.invalidate(native_id)
+
+    def forget(self, native_id: str) -> None:
+        """Drop the job from the registry (if one was built)."""
+        registry = self._registry if self.enabled else None
+        if registry is not None:
+            registry.forget(native_id)
+
+    def limit_interval(self, seconds: float) -> None:
+        """Keep states at most ``seconds`` old (never lengthens the interval)."""
+        if seconds <= 0:
+            return
+        with self._lock:
+            self.interval = min(self.interval, seconds)
+            if self._registry is not None:
+                self._registry.interval = min(self._registry.interval, seconds)
+
+
+class RegistryHolder:
+    """A driver whose status comes from its :class:`DriverRegistry` (the ``statuses``
+    member, made by :meth:`_registry_settings`): status, the two queries the registry is
+    built from, and views of the member's options.
+
+    Three configuration keys (:class:`~gahp_lrms.config.RegistryConfig`): ``status_registry``
+    (default true), ``status_interval`` (s, default 5) and ``stale_limit_s`` (s, default 1800).
+    The registry's journal is ``status-registry.jsonl`` in the driver's ``state_dir``.
+    """
+
+    registry_keys: ClassVar[frozenset[str]] = setting_names(RegistryConfig)
+    state_dir: Path
+    statuses: DriverRegistry
+
+    def _registry_settings(self, settings: RegistryConfig, name: str) -> None:
+        """Make the member from the driver's ``settings``; ``name`` is the system in its
+        messages."""
+        self.statuses = DriverRegistry(
+            settings,
+            name,
+            self.state_dir / "status-registry.jsonl",
+            self.bulk_status,
+            self.query_status,
+            self.has_bulk_status,
+        )
+
+    def status(self, native_id: str) -> JobInfo:
+        """The job's state: from the registry, else :meth:`query_status`."""
+        return self.statuses.status(self._check_id(native_id))
+
+    def query_status(self, native_id: str) -> JobInfo:
+        """The state of one job, asked of the system for this job alone."""
+        if type(self).status is not RegistryHolder.status:  # a driver written before this
+            return self.status(native_id)
+        raise NotImplementedError(f"{type(self).__name__} defines neither status nor query_status")
+
+    def bulk_status(self, native_ids: Sequence[str]) -> Mapping[str, JobInfo]:
+        """States of many jobs from as few queries as possible (at most 3, whatever their
+        number); ids left out are asked with :meth:`query_status`."""
+        raise NotImplementedError
+
+    def has_bulk_status(self) -> bool:
+        """Whether :meth:`bulk_status` works here (else status is per job)."""
+        return type(self).bulk_status is not RegistryHolder.bulk_status
+
+    def _check_id(self, native_id: str) -> str:
+        """``native_id`` when it is well formed (any, by default), else a DriverError."""
+        return native_id
+
+    def limit_status_interval(self, seconds: float) -> None:
+        """Keep states at most ``seconds`` old (never lengthens the interval)."""
+        self.statuses.limit_interval(seconds)
+
+    def forget(self, native_id: str) -> None:
+        """Drop the job from the registry."""
+        self.statuses.forget(native_id)
+
+    @property
+    def registry(self) -> StatusRegistry | None:
+        """The status registry (built on first use), or None when status is per job."""
+        return self.statuses.registry
+
+    @property
+    def use_registry(self) -> bool:
+        """Whether status comes from the registry (false: each job is asked on its own)."""
+        return self.statuses.enabled
+
+    @property
+    def status_interval(self) -> float:
+        """Seconds a state may be old."""
+        return self.statuses.interval
+
+    @property
+    def stale_limit_s(self) -> float:
+        """Seconds the last known states are answered while the system does not answer."""
+        return self.statuses.stale_limit

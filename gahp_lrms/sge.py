@@ -42,12 +42,9 @@
 
 from __future__ import annotations
 
-import logging
 import math
-import os
 import re
 import secrets
-import threading
 import time
 import xml.etree.ElementTree as ET
 from collections.abc import Mapping, Sequence
@@ -55,11 +52,9 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-import attrs
-
-from gahp_lrms.base import CommandDriver, command_failure, run_command
+from gahp_lrms.base import CommandDriver, Submission, command_failure, run_command
 from gahp_lrms.config import SgeConfig
-from gahp_lrms.model import DriverError, FinalStates, JobInfo, JobSpec, JobStatus, job_slots
+from gahp_lrms.model import DriverError, JobInfo, JobSpec, JobStatus, job_slots
 from gahp_lrms.script import render_script, safe_job_name
 
 __all__ = [
@@ -75,11 +70,7 @@ __all__ = [
     "sge_script",
 ]
 
-log = logging.getLogger("gahp.lrms.sge")
-
-_JOB_ID = re.compile(r"[1-9]\d*\Z")
 _SUBMITTED = re.compile(r"\s*(\d+)(?:\.\S*)?\s*\Z")  # "123" or "123.1-4:1" (-terse)
-_UNKNOWN_JOB = ("does not exist", "not found", "invalid queue or job")
 
 
 # ---------------------------------------------------------------------- pure parsing
@@ -168,8 +159,8 @@ def _elapsed(start: str | None, now: float | None = None) -> float | None:
 def info_from_qstat(
     fields: Mapping[str, str],
     *,
-    error_reason: str | None = None,
     cancelled: bool = False,
+    error_reason: str | None = None,
     now: float | None = None,
 ) -> JobInfo:
     """A :class:`JobInfo` from one job of :func:`parse_qstat_xml`.
@@ -330,28 +321,17 @@ class SgeDriver(CommandDriver):
 
     name = "sge"
     system = "Grid Engine"
-    job_id = _JOB_ID
     config_class = SgeConfig
     settings: SgeConfig
 
-    def __init__(self, config: Mapping[str, Any], state_dir: Path) -> None:
-        super().__init__(config, state_dir)
+    def _setup(self) -> None:
         cfg = self.settings
         self.accounting_wait_s = cfg.accounting_wait_s
         self.suspend_running = cfg.suspend_running
         self.parallel_environment = cfg.parallel_environment
-        for value, var in (
-            (cfg.sge_root, "SGE_ROOT"),
-            (cfg.sge_cell, "SGE_CELL"),
-            (cfg.sge_qmaster_port, "SGE_QMASTER_PORT"),
-        ):
-            if value:
-                self.env[var] = str(value)
         self.bin_dir = self._find_bin_dir()
-        self._final = FinalStates()  # finished jobs never change
         self._last: dict[str, JobInfo] = {}  # what qstat showed last, by job
         self._missing: dict[str, float] = {}  # when a job was first missing from qstat
-        self._lock = threading.Lock()
 
     # ------------------------------------------------------------------ helpers
     def _find_bin_dir(self) -> Path:
@@ -424,35 +404,31 @@ class SgeDriver(CommandDriver):
         self._unrecord("submitted", native_id)  # qacct answers from now on
         return info
 
-    # ------------------------------------------------------------------ Driver API
-    def submit(self, spec: JobSpec) -> str:
-        workdir = os.path.abspath(spec.workdir if spec.workdir is not None else os.getcwd())
-        spec = attrs.evolve(spec, workdir=workdir)  # the script always changes to it
-        script, prefix = sge_script(spec)
+    # ------------------------------------------------------------------ submit (see CommandDriver)
+    job_id = re.compile(r"[1-9]\d*\Z")
+    submit_command = "qsub"
+    workdir_normalised = True
+
+    def _submission(self, spec: JobSpec) -> Submission:
+        script, prefix = sge_script(spec)  # the script always changes to spec.workdir
         options = qsub_options(
             spec, parallel_environment=self.parallel_environment, directive_prefix=prefix
         )
-        proc = run_command(
-            [self.command_path("qsub"), *options],
-            timeout=self.submit_timeout,
-            env=self.env,
-            input=script,
-        )
-        m = _SUBMITTED.match(proc.stdout)
-        if not m:
-            raise DriverError(f"qsub printed no job id: {proc.stdout.strip()!r}")
-        native_id = m.group(1)
-        # Grid Engine hands out job numbers again (they restart after a qmaster restart): what
-        # this driver remembers of an earlier job with the number is not this job's.
-        self._unrecord("cancelled", native_id)
+        return Submission(options, input=script)
+
+    def _printed_id(self, stdout: str) -> str | None:
+        m = _SUBMITTED.match(stdout)
+        return m.group(1) if m else None
+
+    def _new_job(self, native_id: str) -> None:
+        # Grid Engine hands out job numbers again (they restart after a qmaster restart).
+        super()._new_job(native_id)
         with self._lock:
-            self._final.pop(native_id, None)
             self._last.pop(native_id, None)
             self._missing.pop(native_id, None)
         self._record("submitted", native_id, required=False)  # the job exists: never fail
-        self._submitted(native_id)
-        return native_id
 
+    # ------------------------------------------------------------------ status
     def query_status(self, native_id: str) -> JobInfo:
         self._check_id(native_id)
         with self._lock:
@@ -486,28 +462,22 @@ class SgeDriver(CommandDriver):
                 elif "E" not in fields.get("state", ""):  # Eqw needs qstat -j: asked alone
                     found[native_id] = self._from_qstat(native_id, fields)
             except DriverError as exc:
-                log.warning("Grid Engine job %s: %s", native_id, exc)
+                self.log.warning("Grid Engine job %s: %s", native_id, exc)
         return found
 
-    def cancel(self, native_id: str) -> None:
-        self._check_id(native_id)
-        if self.queued(native_id) is None:
-            return  # finished, or unknown: nothing to do
-        self._record("cancelled", native_id)
-        proc = self._run("qdel", native_id, check=False)
-        self._changed(native_id)
-        if proc.returncode != 0:
-            text = (proc.stderr + proc.stdout).lower()
-            if any(s in text for s in _UNKNOWN_JOB):  # it ended meanwhile: not cancelled
-                self._unrecord("cancelled", native_id)
-                return
-            raise DriverError(command_failure(["qdel"], proc))
-        # A running job is killed asynchronously: wait (bounded) until it has left qstat.
-        deadline = time.monotonic() + self.cancel_wait_s
-        while time.monotonic() < deadline and self.queued(native_id) is not None:
-            time.sleep(0.2)
-        self._changed(native_id)
+    # ------------------------------------------------------------------ cancel (see CommandDriver)
+    cancel_command = ("qdel",)
+    cancel_unknown = re.compile("does not exist|not found|invalid queue or job", re.I)
+    marks_cancel = True  # qacct cannot tell a qdel from a SIGKILL
+    cancel_mark_kept = True
 
+    def _cancel_needless(self, native_id: str) -> bool:
+        return self.queued(native_id) is None  # finished, or unknown: nothing to do
+
+    def _not_ended(self, native_id: str) -> bool:
+        return self.queued(native_id) is not None  # killed asynchronously: until it leaves
+
+    # ------------------------------------------------------------------ hold, resume, ping
     def hold(self, native_id: str) -> None:
         suspend = ("qmod", "-sj") if self.suspend_running else None
         self._hold_with(native_id, ("qhold",), suspend, " (suspend_running is disabled)")

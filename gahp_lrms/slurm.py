@@ -22,17 +22,12 @@
 
 from __future__ import annotations
 
-import logging
 import math
-import os
 import re
 from collections.abc import Mapping, Sequence
-from pathlib import Path
 from typing import Any
 
-import attrs
-
-from gahp_lrms.base import CommandDriver, command_failure, run_command
+from gahp_lrms.base import CommandDriver, Submission, command_failure
 from gahp_lrms.config import SlurmConfig
 from gahp_lrms.model import DriverError, JobInfo, JobSpec, JobStatus
 from gahp_lrms.script import render_script, safe_job_name
@@ -50,9 +45,6 @@ __all__ = [
     "slurm_job_name",
 ]
 
-log = logging.getLogger("gahp.lrms.slurm")
-
-_JOB_ID = re.compile(r"\d+(?:_\d+)?\Z")
 
 _IDLE_STATES = frozenset({"PENDING", "REQUEUED", "REQUEUE_FED"})
 _RUNNING_STATES = frozenset(
@@ -177,19 +169,43 @@ def _node(fields: Mapping[str, str]) -> str | None:
     return None
 
 
+def _usage(fields: Mapping[str, str]) -> dict[str, Any]:
+    """Run and CPU times of ``scontrol`` (``RunTime``) or ``sacct`` (``Elapsed``, ``UserCPU``,
+    ``SystemCPU``) fields."""
+    usage: dict[str, Any] = {
+        "wallclock_s": parse_duration(fields.get("RunTime") or fields.get("Elapsed"))
+    }
+    if "UserCPU" in fields:
+        usage["user_cpu_s"] = parse_duration(fields.get("UserCPU"))
+        usage["sys_cpu_s"] = parse_duration(fields.get("SystemCPU"))
+    return usage
+
+
+def _exit(state: str, fields: Mapping[str, str]) -> dict[str, Any]:
+    """Exit code or signal, and the reason, of a job that ended in ``state``."""
+    code = parse_exit_code(fields.get("ExitCode"))
+    exit_code = exit_signal = None
+    if code is not None:
+        if code[1]:
+            exit_signal = code[1]
+        else:
+            exit_code = code[0]
+    why = _DONE_REASONS[state]
+    if why is None and exit_signal is not None:
+        why = f"killed by signal {exit_signal}"
+    elif why is None and exit_code:
+        why = f"exited with status {exit_code}"
+    return {"exit_code": exit_code, "exit_signal": exit_signal, "exit_reason": why}
+
+
 def job_info_from_fields(fields: Mapping[str, str]) -> JobInfo:
     """A :class:`JobInfo` from ``scontrol`` (``JobState``, ``RunTime``) or ``sacct``
     (``State``, ``Elapsed``) fields."""
     raw_state = fields.get("JobState") or fields.get("State") or ""
-    state = raw_state.split()[0] if raw_state.strip() else ""
-    state = state.rstrip("+")
+    state = raw_state.split()[0].rstrip("+") if raw_state.strip() else ""
     reason = fields.get("Reason")
     reason = None if reason in (None, "", "None", "(null)") else reason
-    wall = parse_duration(fields.get("RunTime") or fields.get("Elapsed"))
-    common: dict[str, Any] = {"wallclock_s": wall}
-    if "UserCPU" in fields:
-        common["user_cpu_s"] = parse_duration(fields.get("UserCPU"))
-        common["sys_cpu_s"] = parse_duration(fields.get("SystemCPU"))
+    common = _usage(fields)
     node = _node(fields)
     if state == "PENDING" and (
         (reason or "").startswith("JobHeld") or fields.get("Priority") == "0"
@@ -205,27 +221,7 @@ def job_info_from_fields(fields: Mapping[str, str]) -> JobInfo:
     if state in _REMOVED_STATES:
         return JobInfo(JobStatus.REMOVED, worker_node=node, exit_reason="cancelled", **common)
     if state in _DONE_REASONS:
-        code = parse_exit_code(fields.get("ExitCode"))
-        exit_code = exit_signal = None
-        why = _DONE_REASONS[state]
-        if code is not None:
-            if code[1]:
-                exit_signal = code[1]
-            else:
-                exit_code = code[0]
-        if why is None:
-            if exit_signal is not None:
-                why = f"killed by signal {exit_signal}"
-            elif exit_code:
-                why = f"exited with status {exit_code}"
-        return JobInfo(
-            JobStatus.COMPLETED,
-            exit_code=exit_code,
-            exit_signal=exit_signal,
-            exit_reason=why,
-            worker_node=node,
-            **common,
-        )
+        return JobInfo(JobStatus.COMPLETED, worker_node=node, **_exit(state, fields), **common)
     raise DriverError(f"unexpected Slurm job state {raw_state!r}")
 
 
@@ -267,15 +263,11 @@ class SlurmDriver(CommandDriver):
 
     name = "slurm"
     system = "Slurm"
-    job_id = _JOB_ID
     config_class = SlurmConfig
     settings: SlurmConfig
 
-    def __init__(self, config: Mapping[str, Any], state_dir: Path) -> None:
-        super().__init__(config, state_dir)
+    def _setup(self) -> None:
         self.suspend_running = self.settings.suspend_running
-        if self.settings.slurm_conf:
-            self.env["SLURM_CONF"] = str(self.settings.slurm_conf)
         self._slurmdbd: bool | None = None  # whether plain sacct works (None: not tried)
 
     # ------------------------------------------------------------------ helpers
@@ -338,30 +330,26 @@ class SlurmDriver(CommandDriver):
             return {}  # those jobs are then asked one by one
         return {k: v for k, v in parse_sacct_rows(proc.stdout).items() if k in wanted}
 
-    # ------------------------------------------------------------------ Driver API
-    def submit(self, spec: JobSpec) -> str:
-        if spec.workdir is not None and not os.path.isabs(spec.workdir):
-            spec = attrs.evolve(spec, workdir=os.path.abspath(spec.workdir))
-        script = render_script(spec, launcher=["srun", "--kill-on-bad-exit=0"])
-        proc = run_command(
-            [self.command_path("sbatch"), *sbatch_options(spec)],
-            timeout=self.submit_timeout,
-            env=self.env,
-            input=script,
-        )
-        native_id = proc.stdout.strip().split(";")[0]
-        if not _JOB_ID.match(native_id):
-            raise DriverError(f"sbatch printed no job id: {proc.stdout.strip()!r}")
-        self._submitted(native_id)
-        return native_id
+    # ------------------------------------------------------------------ submit (see CommandDriver)
+    job_id = re.compile(r"\d+(?:_\d+)?\Z")
+    submit_command = "sbatch"
+    workdir_default = False  # sbatch's is its own working directory: the server's
 
+    def _submission(self, spec: JobSpec) -> Submission:
+        script = render_script(spec, launcher=["srun", "--kill-on-bad-exit=0"])
+        return Submission(sbatch_options(spec), input=script)
+
+    def _printed_id(self, stdout: str) -> str:
+        return stdout.strip().split(";")[0]  # --parsable: "ID" or "ID;cluster"
+
+    # ------------------------------------------------------------------ status
     def bulk_status(self, native_ids: Sequence[str]) -> dict[str, JobInfo]:
         found: dict[str, JobInfo] = {}
         for native_id, fields in self.bulk_fields(native_ids).items():
             try:
                 found[native_id] = job_info_from_fields(fields)
             except DriverError as exc:  # an unexpected state: that job is asked alone
-                log.warning("Slurm job %s: %s", native_id, exc)
+                self.log.warning("Slurm job %s: %s", native_id, exc)
         return found
 
     def query_status(self, native_id: str) -> JobInfo:
@@ -373,18 +361,11 @@ class SlurmDriver(CommandDriver):
             )
         return job_info_from_fields(fields)
 
-    def cancel(self, native_id: str) -> None:
-        self._check_id(native_id)
-        proc = self._run("scancel", native_id, check=False)
-        self._changed(native_id)
-        if proc.returncode != 0:
-            text = (proc.stderr + proc.stdout).lower()
-            if "invalid job id" in text or "already completing or completed" in text:
-                return
-            raise DriverError(command_failure(["scancel"], proc))
-        self._wait_until_not_running(native_id)
-        self._changed(native_id)
+    # ------------------------------------------------------------------ cancel (see CommandDriver)
+    cancel_command = ("scancel",)
+    cancel_unknown = re.compile("invalid job id|already completing or completed", re.I)
 
+    # ------------------------------------------------------------------ hold, resume, ping
     def hold(self, native_id: str) -> None:
         suspend = ("scontrol", "suspend") if self.suspend_running else None
         self._hold_with(native_id, ("scontrol", "hold"), suspend, " (suspend_running is disabled)")
