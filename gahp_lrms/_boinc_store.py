@@ -72,11 +72,14 @@ class JobRecord:
     inputs: list[tuple[str, str]] = attrs.field(factory=list, converter=_pairs)
     """(local path, name) of each input file, in the order of the input template."""
     memory: float | None = None
+    """rsc_memory_bound (bytes), from RequestMemory; ``delay``: delay_bound (s), from
+    BatchRuntime."""
     delay: float | None = None
     project_url: str | None = None
     """As the job named it (None: the configured one); likewise the authenticator file."""
     authenticator_file: str | None = None
     stdout: str | None = None
+    """Out (a copy of the first output) and Err, relative to ``workdir`` unless absolute."""
     stderr: str | None = None
     transfer_output: list[str] = attrs.field(factory=list)
     cancelled: bool = False

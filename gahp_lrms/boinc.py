@@ -151,9 +151,7 @@ def describe_failure(
     """A failed job's exit status and ExitReason, from what query_completed_job (``done``)
     and query_batch (``detail``) said, and the ``problems`` asking them."""
     exit_status = (done.exit_status if done else 0) or (detail.exit_status if detail else None)
-    error = detail.error if detail and detail.error else ""
-    if done is not None and done.error_mask and not error:
-        error = f"error mask {done.error_mask}"
+    error = _failure_error(done, detail)
     reason = "BOINC job failed"
     if exit_status:
         reason += f" with exit status {exit_status}"
@@ -162,6 +160,13 @@ def describe_failure(
     elif problems and not exit_status:
         reason += f": {problems[0]}"
     return exit_status, reason
+
+
+def _failure_error(done: CompletedJob | None, detail: JobDetail | None) -> str:
+    """The workunit's error in words, else the instance's error mask; "" when neither."""
+    if detail is not None and detail.error:
+        return detail.error
+    return f"error mask {done.error_mask}" if done is not None and done.error_mask else ""
 
 
 def _deliver_outputs(stage: Path, workdir: Path, stdout: Path | None, first: str | None) -> None:
