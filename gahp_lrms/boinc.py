@@ -215,7 +215,7 @@ class _GroupsOnLoop:
         self._driver = driver
 
     def clear(self) -> None:
-        self._driver.abandon_queue()
+        self._driver._call(self._driver._abandon_queue())
 
 
 class BoincDriver(RegistryHolder, Driver):
@@ -639,8 +639,9 @@ class BoincDriver(RegistryHolder, Driver):
         return registry.status(native_id)
 
     async def _recorded_status(self, job: str) -> JobInfo | None:
-        async with self._job_locks.hold(job):
-            return _record_answer(self.store.load(job))
+        """What the record says (read in one step of the loop: a job being finished is
+        either not yet final, and then asked on, or final)."""
+        return _record_answer(self.store.load(job))
 
     def bulk_status(self, native_ids: Sequence[str]) -> Mapping[str, JobInfo]:
         """States of queued and running jobs from one query_batch2 per project (naming every
@@ -885,12 +886,9 @@ class BoincDriver(RegistryHolder, Driver):
             raise DriverError(f"BOINC job {job} is still being submitted")
         return rec
 
-    def abandon_queue(self) -> None:
+    async def _abandon_queue(self) -> None:
         """Drop the groups not yet submitted, as if this process had died (for tests):
         their jobs stay queued on disk, for the next process."""
-        self._call(self._abandon_queue())
-
-    async def _abandon_queue(self) -> None:
         self.planner.clear()
 
     # tests written for the threaded driver "kill" it with ``with drv._cond:
