@@ -61,14 +61,17 @@ class LoopBridge:
             coro.close()
             raise DriverError(STOPPING)
         fut = asyncio.run_coroutine_threadsafe(self._tracked(coro), self.loop)
-        while not concurrent.futures.wait([fut], timeout=5.0).done:
-            if not self.loop.is_running():  # stopped under us: nothing will answer
-                fut.cancel()
-                raise DriverError(STOPPING)
-        try:
-            return fut.result()
-        except concurrent.futures.CancelledError:
-            raise DriverError(STOPPING) from None
+        while True:
+            try:
+                return fut.result(timeout=5.0)
+            except concurrent.futures.CancelledError:
+                raise DriverError(STOPPING) from None
+            except TimeoutError:
+                if fut.done():
+                    raise  # the coroutine's own
+                if not self.loop.is_running():  # stopped under us: nothing will answer
+                    fut.cancel()
+                    raise DriverError(STOPPING) from None
 
     async def _tracked(self, coro: Coroutine[Any, Any, T]) -> T:
         if self.closed:

@@ -491,10 +491,11 @@ class BoincDriver(RegistryHolder, Driver):
         self.store.drop_batch(group.batch)
 
     async def _mark_submitted(self, recs: Sequence[JobRecord]) -> None:
+        # Tracked first: a job seen submitted is one the next bulk query asks about.
+        await asyncio.to_thread(self._track, [rec.job for rec in recs])
         for rec in recs:
             self.store.mark_submitted(rec)
             self._where[rec.job] = _Place.of(rec)
-        await asyncio.to_thread(self._track, [rec.job for rec in recs])
 
     def _track(self, jobs: Sequence[str]) -> None:
         """The registry tracks the jobs (it is the worker threads': not run on the loop)."""
@@ -630,18 +631,15 @@ class BoincDriver(RegistryHolder, Driver):
     # ---- status -------------------------------------------------------------------------------
 
     def status(self, native_id: str) -> JobInfo:
-        info = self._call(self._recorded_status(native_id))
+        # The loop writes records, each in one rename: read here, a thread may (and the
+        # gridmanager's polls of finished and queued jobs need not wait for the loop).
+        info = _record_answer(self.store.load(native_id))
         if info is not None:
             return info
         registry = self.registry
         if registry is None:
             return self.query_status(native_id)
         return registry.status(native_id)
-
-    async def _recorded_status(self, job: str) -> JobInfo | None:
-        """What the record says (read in one step of the loop: a job being finished is
-        either not yet final, and then asked on, or final)."""
-        return _record_answer(self.store.load(job))
 
     def bulk_status(self, native_ids: Sequence[str]) -> Mapping[str, JobInfo]:
         """States of queued and running jobs from one query_batch2 per project (naming every

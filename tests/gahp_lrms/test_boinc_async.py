@@ -97,12 +97,14 @@ def test_on_the_servers_loop_the_driver_starts_no_thread_of_its_own(
 
 def test_aclose_leaves_the_queued_jobs_to_the_next_process(tmp_path, emulator, server_loop):
     drv = make_driver(tmp_path, emulator, loop=server_loop, batch_window_s=600)
-    ids = [drv.submit(s) for s in specs(tmp_path / "work", 3)]
+    *jobs, late = specs(tmp_path / "work", 4)
+    ids = [drv.submit(s) for s in jobs]
     on(server_loop, drv.aclose())
     assert count(emulator, "workunit") == 0
     assert all((drv.queued_dir / j).exists() for j in ids)
     with pytest.raises(DriverError, match="stopping"):
-        drv.status(ids[0])
+        drv.submit(late)
+    assert drv.status(ids[0]).status is JobStatus.IDLE  # from its record
     os.close(drv._owner_fd)  # its process exits
     again = make_driver(tmp_path, emulator)
     wait_for(lambda: not any((again.queued_dir / j).exists() for j in ids))
@@ -128,3 +130,27 @@ def test_nothing_is_kept_per_job_once_its_requests_are_answered(tmp_path, emulat
     assert count(emulator, "batch") == 1
     assert len(drv._job_locks) == 0 and drv._queued == {}
     assert len(drv._template_locks) == 0
+
+
+def test_jobs_seen_submitted_are_answered_by_one_bulk_query(tmp_path, emulator):
+    """The registry tracks a batch's jobs before their records say submitted: the first
+    status round after the queue drained asks the project once, not once per job."""
+    drv = make_driver(tmp_path, emulator, status_interval=3600)
+    registry = drv.registry
+    assert registry is not None
+    tracked_when_submitted = []
+    mark_submitted = drv.store.mark_submitted
+
+    def watched(rec):
+        tracked_when_submitted.append(rec.job in registry.tracked())
+        mark_submitted(rec)
+
+    drv.store.mark_submitted = watched  # type: ignore[method-assign]
+    with ThreadPoolExecutor(8) as pool:
+        ids = list(pool.map(drv.submit, specs(tmp_path / "work", 20)))
+        wait_for(lambda: not any(drv.queued_dir.iterdir()))
+        emulator.reset_stats()
+        infos = list(pool.map(drv.status, ids))
+    assert tracked_when_submitted == [True] * 20
+    assert {i.status for i in infos} == {JobStatus.IDLE}
+    assert emulator.stats["query_batch2"] == 1, emulator.stats
