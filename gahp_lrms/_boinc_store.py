@@ -166,7 +166,8 @@ def write_json(path: Path, data: Mapping[str, Any]) -> None:
 
 class JobStore:
     """The job, queue and batch records under ``state_dir``. One event loop writes them
-    (no locking); each file is replaced in one rename, so any thread may read a record."""
+    (no locking), or a worker thread for a coroutine of it that owns the records meanwhile;
+    each file is replaced in one rename, so any thread may read a record."""
 
     def __init__(self, state_dir: Path) -> None:
         self.jobs_dir = state_dir / "jobs"

@@ -458,20 +458,10 @@ class BoincDriver(RegistryHolder, Driver):
             self._settle(rec.job for rec in group.jobs)
 
     async def _submit_checked(self, group: Group) -> None:
-        ok = []
-        for rec in group.jobs:
-            try:
-                check_job(rec.boinc_job(with_args=False))
-            except StagingError as exc:
-                self.store.hold(rec, str(exc))
-                continue
-            ok.append(rec)
+        ok = await asyncio.to_thread(self._ready_jobs, group)
         if not ok:
             return
         names = [rec.job for rec in ok]
-        self.store.save_batch(
-            BatchRecord(group.batch, ok[0].project_url, ok[0].authenticator_file, names)
-        )
         req = SubmitRequest(
             project=group.project,
             batch=group.batch,
@@ -490,15 +480,39 @@ class BoincDriver(RegistryHolder, Driver):
             self.store.hold(rec, reason)
         self.store.drop_batch(group.batch)
 
+    # The file work of a submission runs in a worker thread, off the loop: the records of a
+    # group being submitted are that submission's alone (a cancel waits for it to end).
+
+    def _ready_jobs(self, group: Group) -> list[JobRecord]:
+        """Hold the jobs whose inputs went missing; record the batch of the others."""
+        ok = []
+        for rec in group.jobs:
+            try:
+                check_job(rec.boinc_job(with_args=False))
+            except StagingError as exc:
+                self.store.hold(rec, str(exc))
+                continue
+            ok.append(rec)
+        if ok:
+            first = ok[0]
+            names = [rec.job for rec in ok]
+            batch = BatchRecord(group.batch, first.project_url, first.authenticator_file, names)
+            self.store.save_batch(batch)
+        return ok
+
     async def _mark_submitted(self, recs: Sequence[JobRecord]) -> None:
-        # Tracked first: a job seen submitted is one the next bulk query asks about.
-        await asyncio.to_thread(self._track, [rec.job for rec in recs])
+        await asyncio.to_thread(self._record_submitted, recs)
         for rec in recs:
-            self.store.mark_submitted(rec)
             self._where[rec.job] = _Place.of(rec)
 
+    def _record_submitted(self, recs: Sequence[JobRecord]) -> None:
+        """Track the jobs in the status registry (its locks are the worker threads'), then
+        record them submitted: a job seen submitted is one the next bulk query asks about."""
+        self._track([rec.job for rec in recs])
+        for rec in recs:
+            self.store.mark_submitted(rec)
+
     def _track(self, jobs: Sequence[str]) -> None:
-        """The registry tracks the jobs (it is the worker threads': not run on the loop)."""
         registry = self.registry
         if registry is not None:
             for job in jobs:
