@@ -38,8 +38,9 @@ submits them.
 
 The parts: :mod:`gahp_lrms._boinc_planner` (which jobs share a batch, and when it is due),
 :mod:`gahp_lrms._boinc_store` (the records), :mod:`gahp_lrms._boinc_owners` (which process
-submits the queued jobs) and :mod:`gahp_lrms._boinc_loop` (the loop and the one crossing
-into it).
+submits the queued jobs), :mod:`gahp_lrms._boinc_outcome` (what is answered of a job and
+left in its directory) and :mod:`gahp_lrms._boinc_loop` (the loop and the one crossing into
+it).
 
 What the driver knows of each job is kept under ``state_dir`` (never the authenticator),
 so ids stay valid across blahpd restarts, after the batch is retired too; queued jobs found
@@ -80,6 +81,14 @@ from gahp_boinc import (
 )
 from gahp_core import ConfigError, error_text, http_url, read_secret_file
 from gahp_lrms._boinc_loop import KeyedLock, LoopBridge
+from gahp_lrms._boinc_outcome import (
+    UNFINISHED,
+    deliver_outputs,
+    describe_failure,
+    job_path,
+    record_answer,
+    write_err,
+)
 from gahp_lrms._boinc_owners import Owners
 from gahp_lrms._boinc_planner import BatchPlanner, Group, GroupKey, new_batch_name
 from gahp_lrms._boinc_store import BatchRecord, JobRecord, JobState, JobStore
@@ -94,19 +103,6 @@ T = TypeVar("T")
 
 TEMPLATE_TTL_S = 60.0
 """Seconds an application's templates are trusted when checking submissions."""
-
-_STATES = {
-    "UNSENT": JobInfo(JobStatus.IDLE),
-    "QUEUED": JobInfo(JobStatus.IDLE),
-    "IN_PROGRESS": JobInfo(JobStatus.RUNNING),
-}
-"""query_batch2's states of unfinished jobs, as answered."""
-
-
-def _in(workdir: Path, name: str) -> Path:
-    """A job file: absolute as given, else relative to the job's Iwd."""
-    path = Path(name)
-    return path if path.is_absolute() else workdir / path
 
 
 class _NoProject(DriverError):
@@ -126,71 +122,11 @@ def _driver_error(exc: BoincError) -> DriverError:
     return DriverError(error_text(exc, expected=BoincError))
 
 
-def _record_answer(rec: JobRecord | None) -> JobInfo | None:
-    """What a job's record alone says: unknown, final, or IDLE while queued; None when the
-    project must be asked."""
-    if rec is None:
-        return JobInfo(
-            JobStatus.COMPLETED, exit_reason="job unknown to this server (exit status unknown)"
-        )
-    if rec.final is not None:
-        return rec.final
-    return JobInfo(JobStatus.IDLE) if rec.state is JobState.QUEUED else None
-
-
 def _job_inputs(spec: JobSpec, workdir: Path) -> list[tuple[str, str]]:
     """(path, name) of the job's input files: In, then TransferInput."""
     names = (spec.stdin,) if spec.stdin and spec.stdin != os.devnull else ()
     paths = [Path(n) if os.path.isabs(n) else workdir / n for n in (*names, *spec.transfer_input)]
     return [(str(p), p.name) for p in paths]
-
-
-def describe_failure(
-    done: CompletedJob | None, detail: JobDetail | None, problems: Sequence[str]
-) -> tuple[int | None, str]:
-    """A failed job's exit status and ExitReason, from what query_completed_job (``done``)
-    and query_batch (``detail``) said, and the ``problems`` asking them."""
-    exit_status = (done.exit_status if done else 0) or (detail.exit_status if detail else None)
-    error = _failure_error(done, detail)
-    reason = "BOINC job failed"
-    if exit_status:
-        reason += f" with exit status {exit_status}"
-    if error:
-        reason += f" ({error})"
-    elif problems and not exit_status:
-        reason += f": {problems[0]}"
-    return exit_status, reason
-
-
-def _failure_error(done: CompletedJob | None, detail: JobDetail | None) -> str:
-    """The workunit's error in words, else the instance's error mask; "" when neither."""
-    if detail is not None and detail.error:
-        return detail.error
-    return f"error mask {done.error_mask}" if done is not None and done.error_mask else ""
-
-
-def _deliver_outputs(stage: Path, workdir: Path, stdout: Path | None, first: str | None) -> None:
-    """Move fetched outputs from ``stage`` into the Iwd, each file in one rename; Out gets a
-    copy of the ``first`` output."""
-    if stdout is not None and first is not None and (stage / first).is_file():
-        shutil.copyfile(stage / first, stdout)
-    for path in sorted(p for p in stage.rglob("*") if p.is_file()):
-        dest = workdir / path.relative_to(stage)
-        dest.parent.mkdir(parents=True, exist_ok=True)
-        os.replace(path, dest)
-
-
-def _write_err(rec: JobRecord, reason: str, stderr: str) -> None:
-    """The job's Err file: the failed instance's stderr when the server gave it, else (and
-    after it) one line saying how the job failed."""
-    if not rec.stderr or rec.stderr == os.devnull:
-        return
-    err = _in(Path(rec.workdir), rec.stderr)
-    text = stderr if stderr.endswith("\n") or not stderr else stderr + "\n"
-    try:
-        err.write_text(f"{text}{reason} (job {rec.job})\n")
-    except OSError as exc:
-        log.warning("cannot write the Err file %s of job %s: %s", err, rec.job, exc)
 
 
 @attrs.frozen
@@ -647,7 +583,7 @@ class BoincDriver(RegistryHolder, Driver):
     def status(self, native_id: str) -> JobInfo:
         # The loop writes records, each in one rename: read here, a thread may (and the
         # gridmanager's polls of finished and queued jobs need not wait for the loop).
-        info = _record_answer(self.store.load(native_id))
+        info = record_answer(self.store.load(native_id))
         if info is not None:
             return info
         registry = self.registry
@@ -712,8 +648,8 @@ class BoincDriver(RegistryHolder, Driver):
             return {}
         found: dict[str, JobInfo] = {}
         for job, state in (pair for jobs in replies for pair in jobs):
-            if state in _STATES:
-                found[job] = _STATES[state]
+            if state in UNFINISHED:
+                found[job] = UNFINISHED[state]
             elif state in ("DONE", "ERROR"):
                 self._bulk_state[job] = state
         return found
@@ -726,7 +662,7 @@ class BoincDriver(RegistryHolder, Driver):
     async def _query_status(self, job: str) -> JobInfo:
         async with self._job_locks.hold(job):
             rec = self.store.load(job)
-            known = _record_answer(rec)
+            known = record_answer(rec)
             if known is not None:
                 return known
             assert rec is not None
@@ -751,8 +687,8 @@ class BoincDriver(RegistryHolder, Driver):
         return dict(batches[0]).get(rec.job, "")
 
     async def _answer(self, rec: JobRecord, project: Project, state: str) -> JobInfo:
-        if state in _STATES:
-            return _STATES[state]
+        if state in UNFINISHED:
+            return UNFINISHED[state]
         if state == "DONE":
             return await self._completed(rec, project)
         if state == "ERROR":
@@ -774,14 +710,14 @@ class BoincDriver(RegistryHolder, Driver):
                 project=project,
                 job=rec.job,
                 iwd=str(stage),
-                stderr_file=str(_in(workdir, rec.stderr)) if rec.stderr else os.devnull,
+                stderr_file=str(job_path(workdir, rec.stderr)) if rec.stderr else os.devnull,
                 mode="SOME" if rec.transfer_output else "ALL",
                 specs=tuple((n, n) for n in rec.transfer_output),
             )
             done = await self._rpc(self.client.fetch_request(fetch, output_names))
-            stdout = _in(workdir, rec.stdout) if rec.stdout else None
+            stdout = job_path(workdir, rec.stdout) if rec.stdout else None
             first = output_names[0] if output_names else None
-            await asyncio.to_thread(_deliver_outputs, stage, workdir, stdout, first)
+            await asyncio.to_thread(deliver_outputs, stage, workdir, stdout, first)
         finally:
             shutil.rmtree(stage, ignore_errors=True)
         final = JobInfo(
@@ -799,7 +735,7 @@ class BoincDriver(RegistryHolder, Driver):
             return await self._finish(rec, JobInfo(JobStatus.REMOVED))
         done, detail, problems = await self._failure_facts(rec, project)
         exit_status, reason = describe_failure(done, detail, problems)
-        _write_err(rec, reason, done.stderr if done else "")
+        write_err(rec, reason, done.stderr if done else "")
         final = JobInfo(
             JobStatus.COMPLETED,
             exit_code=exit_status or 1,
