@@ -522,6 +522,8 @@ class BoincDriver(RegistryHolder, Driver):
             log.exception("recovering queued BOINC jobs failed")
         else:
             self.owners.release_adopted()
+        finally:
+            self._settle(jobs)  # (those left queued: a cancel no longer waits for them)
 
     def _recoverable(self, jobs: Sequence[str]) -> dict[str, list[JobRecord]]:
         """The records still queued, by batch; the other markers are dropped."""
