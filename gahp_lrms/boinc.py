@@ -9,7 +9,7 @@ batch boinc``); this driver maps the BLAH job model onto BOINC's with gahp_boinc
 - submissions that arrive close together for the same project, account, application and
   job parameters go into one BOINC batch: submit checks the job (inputs readable, their
   number as the application's input template wants), records it as *queued* and returns at
-  once; a flusher thread submits each group after ``batch_window_s`` seconds (or once it
+  once; a flusher task submits each group after ``batch_window_s`` seconds (or once it
   has ``batch_max_jobs`` jobs) in one submission, after which its jobs are *submitted*.
   A group the project refuses holds exactly its jobs (HELD, with the project's error as
   HoldReason). ``batch_window_s = 0``: one batch per job, submitted before submit returns;
@@ -28,11 +28,19 @@ Status comes from a :class:`~gahp_lrms.registry.StatusRegistry`: one query_batch
 project and ``status_interval`` names every tracked batch; jobs it finds DONE or ERROR are
 left to the per-job path, which fetches outputs or failure details first.
 
-The driver's methods block (blahpd calls them from its worker pool); the BOINC client's
-coroutines run on blahpd's event loop (``loop=``), so blahpd keeps one loop and one
-connection pool; a driver made without one runs them on a loop of its own. At shutdown
-(:meth:`BoincDriver.aclose`) the calls still waiting are cancelled and the jobs still
-queued are left for the next process, which submits them.
+The driver's methods block (blahpd calls them from its worker pool); everything else is
+coroutines on blahpd's event loop (``loop=``): the BOINC client's requests, the batching,
+retries and recovery, and the job records (one loop orders all of it: no threads, no
+thread locks). blahpd thus keeps one loop and one connection pool; a driver made without one runs
+a loop of its own in a thread. At shutdown (:meth:`BoincDriver.aclose`) the calls still
+waiting are cancelled and the jobs still queued are left for the next process, which
+submits them.
+
+The parts: :mod:`gahp_lrms._boinc_planner` (which jobs share a batch, and when it is due),
+:mod:`gahp_lrms._boinc_store` (the records), :mod:`gahp_lrms._boinc_owners` (which process
+submits the queued jobs), :mod:`gahp_lrms._boinc_outcome` (what is answered of a job and
+left in its directory) and :mod:`gahp_lrms._boinc_loop` (the loop and the one crossing into
+it).
 
 What the driver knows of each job is kept under ``state_dir`` (never the authenticator),
 so ids stay valid across blahpd restarts, after the batch is retired too; queued jobs found
@@ -43,41 +51,47 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import fcntl
-import json
 import logging
 import os
 import shutil
 import tempfile
-import threading
 import time
 import uuid
-from collections.abc import Callable, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Coroutine, Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import Any, ParamSpec, TypeVar
+from typing import Any, TypeVar
 
 import attrs
 
 from gahp_boinc import (
     BadAuthenticator,
+    BoincClient,
     BoincError,
-    BoincJob,
     CompletedJob,
     FetchRequest,
     JobDetail,
-    JobParams,
     NoSuchBatch,
     NoSuchJob,
     Project,
     RpcError,
     StagingError,
     SubmitRequest,
-    SyncBoincClient,
     Templates,
     check_job,
 )
 from gahp_core import ConfigError, error_text, http_url, read_secret_file
+from gahp_lrms._boinc_loop import KeyedLock, LoopBridge
+from gahp_lrms._boinc_outcome import (
+    UNFINISHED,
+    deliver_outputs,
+    describe_failure,
+    job_path,
+    record_answer,
+    write_err,
+)
+from gahp_lrms._boinc_owners import Owners
+from gahp_lrms._boinc_planner import BatchPlanner, Group, GroupKey, new_batch_name
+from gahp_lrms._boinc_store import BatchRecord, JobRecord, JobState, JobStore
 from gahp_lrms.base import Driver
 from gahp_lrms.config import BoincDriverConfig
 from gahp_lrms.model import DriverError, JobInfo, JobSpec, JobStatus
@@ -86,17 +100,9 @@ from gahp_lrms.registry import RegistryHolder
 log = logging.getLogger("gahp.lrms.boinc")
 
 T = TypeVar("T")
-P = ParamSpec("P")
 
 TEMPLATE_TTL_S = 60.0
 """Seconds an application's templates are trusted when checking submissions."""
-QUEUED, SUBMITTED, HELD_STATE = "queued", "submitted", "held"
-
-
-def _in(workdir: Path, name: str) -> Path:
-    """A job file: absolute as given, else relative to the job's Iwd."""
-    path = Path(name)
-    return path if path.is_absolute() else workdir / path
 
 
 class _NoProject(DriverError):
@@ -116,20 +122,36 @@ def _driver_error(exc: BoincError) -> DriverError:
     return DriverError(error_text(exc, expected=BoincError))
 
 
-def _new_batch_name() -> str:
-    return f"blahb-{uuid.uuid4().hex[:16]}"
+def _job_inputs(spec: JobSpec, workdir: Path) -> list[tuple[str, str]]:
+    """(path, name) of the job's input files: In, then TransferInput."""
+    names = (spec.stdin,) if spec.stdin and spec.stdin != os.devnull else ()
+    paths = [Path(n) if os.path.isabs(n) else workdir / n for n in (*names, *spec.transfer_input)]
+    return [(str(p), p.name) for p in paths]
 
 
-@attrs.define
-class _Group:
-    """Queued jobs that go into one BOINC batch."""
+@attrs.frozen
+class _Place:
+    """Where a submitted job is: its project (as the job names it) and batch."""
 
+    url: str | None
+    authenticator_file: str | None
     batch: str
-    project: Project
-    app: str
-    params: JobParams
-    due: float  # time.monotonic() when it is submitted
-    jobs: list[dict[str, Any]] = attrs.field(factory=list)
+
+    @classmethod
+    def of(cls, rec: JobRecord) -> _Place:
+        assert rec.batch is not None
+        return cls(rec.project_url, rec.authenticator_file, rec.batch)
+
+
+class _GroupsOnLoop:
+    """``drv._groups.clear()`` of tests written for the threaded driver: drop the planned
+    groups (as if the process died before submitting them)."""
+
+    def __init__(self, driver: BoincDriver) -> None:
+        self._driver = driver
+
+    def clear(self) -> None:
+        self._driver._call(self._driver._abandon_queue())
 
 
 class BoincDriver(RegistryHolder, Driver):
@@ -147,104 +169,80 @@ class BoincDriver(RegistryHolder, Driver):
         loop: asyncio.AbstractEventLoop | None = None,
     ) -> None:
         super().__init__(config, state_dir)
-        self.jobs_dir = self.state_dir / "jobs"
-        self.queued_dir = self.state_dir / "queued"
-        self.batches_dir = self.state_dir / "batches"
-        for d in (self.jobs_dir, self.queued_dir, self.batches_dir):
-            d.mkdir(parents=True, exist_ok=True, mode=0o700)
         cfg = self.settings
-        verify: bool | str = True
-        if cfg.insecure:
-            verify = False
-        elif cfg.ca_bundle:
-            verify = str(cfg.ca_bundle)
+        self.store = JobStore(self.state_dir)
+        self.jobs_dir, self.queued_dir = self.store.jobs_dir, self.store.queued_dir
+        self.batches_dir = self.store.batches_dir
         self.lease_seconds = cfg.lease_seconds
         self.rpc_timeout = cfg.rpc_timeout
         self.batch_window_s = cfg.batch_window_s
         self.batch_max_jobs = cfg.batch_max_jobs
         self.submit_attempts = cfg.submit_attempts
         self._registry_settings(cfg, "BOINC project")
-        # The driver's methods block (blahpd calls them from its worker threads): they wait
-        # for the client's coroutines on ``loop`` (blahpd's), or on a loop of the client's
-        # own. The client holds the connection pool, the MD5 cache and the submission state
-        # (staging lock, retry bookkeeping) for every project.
-        self.boinc = SyncBoincClient(
+        verify: bool | str = True
+        if cfg.insecure:
+            verify = False
+        elif cfg.ca_bundle:
+            verify = str(cfg.ca_bundle)
+        # The client holds the connection pool, the MD5 cache and the submission state
+        # (staging lock, retry bookkeeping) for every project; it serves ``loop``.
+        self.client = BoincClient(
             timeout=cfg.timeout,
             verify=verify,
             retries=cfg.retries,
             lease_seconds=self.lease_seconds,
-            call_timeout=self.rpc_timeout,
-            loop=loop,
         )
-        self.client = self.boinc.client
+        self._bridge = LoopBridge(loop)
         log.debug(
-            "BOINC requests run on %s",
-            "the server's event loop" if loop is not None else "an event loop of their own",
+            "the boinc driver runs on %s",
+            "an event loop of its own" if self._bridge.own_loop else "the server's event loop",
         )
-        self._locks: dict[str, threading.Lock] = {}
-        self._locks_guard = threading.Lock()
-        # queued jobs and their groups
-        self._cond = threading.Condition()
-        self._groups: dict[tuple[Any, ...], _Group] = {}
-        self._queued: set[str] = set()
-        self._flusher: threading.Thread | None = None
-        self._closing = False
-        self._submitters = ThreadPoolExecutor(4, thread_name_prefix="boinc-batch")
-        # application templates, per (project URL, app): (expiry, templates)
+        # All below is the loop's (touched by coroutines on it only).
+        self.planner = BatchPlanner(self.batch_window_s, self.batch_max_jobs)
+        self._queued: dict[str, asyncio.Future[None]] = {}  # done once its submission ended
+        self._wake = asyncio.Event()  # a group is due earlier than the flusher sleeps
+        self._flusher: asyncio.Task[None] | None = None
+        self._job_locks = KeyedLock()  # one status or cancel at a time per job
+        self._template_locks = KeyedLock()
         self._templates: dict[tuple[str, str], tuple[float, Templates]] = {}
-        self._template_locks: dict[tuple[str, str], threading.Lock] = {}
-        # batches: unfinished jobs of each (loaded from the batch record on first need)
-        self._batch_lock = threading.Lock()
-        self._pending: dict[str, set[str]] = {}
-        # status: where each submitted job is, and what the latest bulk query said of it
-        self._where: dict[str, tuple[str | None, str | None, str]] = {}
-        self._bulk_state: dict[str, str] = {}
-        # This process owns the jobs it queues while it holds a lock on owners/<id>; jobs
-        # queued by a process that is gone (its lock free) are taken over: answered IDLE,
-        # cancels wait for them, and they are submitted (or found on the project).
-        self.owners_dir = self.state_dir / "owners"
-        self.owners_dir.mkdir(exist_ok=True, mode=0o700)
-        self._owner = f"{os.getpid()}-{uuid.uuid4().hex[:8]}"
-        self._owner_fd = self._lock_owner(self._owner, create=True)
-        self._adopted: dict[str, int] = {}  # owner id -> fd of its lock, held until recovered
-        self._recovering = self._orphans()
-        self._queued.update(self._recovering)
-        self._forget_dead_owners()
-        if self._recovering:
-            self._start_flusher()
+        self._where: dict[str, _Place] = {}  # submitted jobs, as bulk status asks them
+        self._bulk_state: dict[str, str] = {}  # DONE or ERROR, from the latest bulk query
+        self.owners = Owners(self.state_dir / "owners")
+        self.owners_dir = self.owners.dir
+        recovering = self.owners.adopt(self.store.queued())
+        self.owners.forget_dead()
+        if recovering:
+            self._bridge.start(self._recover(recovering))
 
-    # ---- plumbing ---------------------------------------------------------------------------
+    @property
+    def _owner(self) -> str:
+        return self.owners.me
 
-    def _job_lock(self, native_id: str) -> threading.Lock:
-        """One status or cancel at a time per job (outputs are fetched once)."""
-        with self._locks_guard:
-            return self._locks.setdefault(native_id, threading.Lock())
+    @property
+    def _owner_fd(self) -> int:
+        return self.owners.fd
 
-    def _run(
-        self,
-        method: Callable[P, T],
-        *args: P.args,
-        **kwargs: P.kwargs,
+    # ---- plumbing -----------------------------------------------------------------------------
+
+    def _call(self, coro: Coroutine[Any, Any, T]) -> T:
+        """Run one of the driver's coroutines on its loop and wait for the result: the one
+        way the blocking methods cross into the loop."""
+        return self._bridge.run(coro)
+
+    def _no_answer(self) -> str:
+        return f"the BOINC project did not answer in {self.rpc_timeout:g} s"
+
+    async def _rpc(
+        self, call: Coroutine[Any, Any, T], passing: tuple[type[BoincError], ...] = ()
     ) -> T:
-        """Call one of the (blocking) client's methods; its failure as a
-        :class:`DriverError`."""
-        return self._run_passing((), method, *args, **kwargs)
-
-    def _run_passing(
-        self,
-        passing: tuple[type[BoincError], ...],
-        method: Callable[P, T],
-        *args: P.args,
-        **kwargs: P.kwargs,
-    ) -> T:
-        """:meth:`_run`, but the client's errors of the ``passing`` types are raised as
-        they are (for the caller to act on)."""
+        """Await one of the client's calls (at most ``rpc_timeout``); its failure as a
+        :class:`DriverError`, but for errors of the ``passing`` types (raised as they are,
+        for the caller to act on)."""
         try:
-            return method(*args, **kwargs)
+            async with asyncio.timeout(self.rpc_timeout):
+                return await call
         except TimeoutError:
-            raise DriverError(
-                f"the BOINC project did not answer in {self.rpc_timeout:g} s"
-            ) from None
+            raise DriverError(self._no_answer()) from None
         except passing:
             raise
         except BoincError as exc:
@@ -272,354 +270,223 @@ class BoincDriver(RegistryHolder, Driver):
         url = url if url.endswith("/") else f"{url}/"
         return url, auth_file
 
-    def _record_path(self, native_id: str) -> Path:
-        if not native_id.startswith("blah-") or not all(
-            c.isalnum() or c in "-_" for c in native_id
-        ):
-            raise DriverError(f"malformed BOINC job id {native_id!r}")
-        return self.jobs_dir / f"{native_id}.json"
+    def _project_of(self, rec: JobRecord) -> Project:
+        return self._project(rec.project_url, rec.authenticator_file)
 
-    def _load(self, native_id: str) -> dict[str, Any] | None:
-        try:
-            return json.loads(self._record_path(native_id).read_text())
-        except FileNotFoundError:
-            return None
-        except (OSError, ValueError) as exc:
-            raise DriverError(f"cannot read the record of BOINC job {native_id}: {exc}") from None
-
-    @staticmethod
-    def _write(path: Path, data: Mapping[str, Any]) -> None:
-        tmp = path.with_name(f"{path.name}.tmp-{threading.get_ident()}")
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        with os.fdopen(fd, "w") as fh:
-            json.dump(data, fh)
-        os.replace(tmp, path)
-
-    def _save(self, rec: dict[str, Any]) -> None:
-        self._write(self._record_path(rec["job"]), rec)
-
-    def _project_of(self, rec: Mapping[str, Any]) -> Project:
-        return self._project(rec.get("project_url"), rec.get("authenticator_file"))
-
-    def _templates_for(self, project: Project, app: str) -> Templates:
+    async def _templates_for(self, project: Project, app: str) -> Templates:
         """The application's templates, asked at most once per ``TEMPLATE_TTL_S``."""
         key = (project.url, app)
-        with self._locks_guard:
-            lock = self._template_locks.setdefault(key, threading.Lock())
-        with lock:
+        async with self._template_locks.hold(key):
             cached = self._templates.get(key)
             if cached is not None and cached[0] > time.monotonic():
                 return cached[1]
-            templates = self._run(self.boinc.get_templates, app, project=project)
+            templates = await self._rpc(self.client.get_templates(app, project=project))
             self._templates[key] = (time.monotonic() + TEMPLATE_TTL_S, templates)
             return templates
 
-    # ---- submission -------------------------------------------------------------------------
+    # ---- submission ---------------------------------------------------------------------------
 
     def submit(self, spec: JobSpec) -> str:
+        rec, project, key = self._new_record(spec)
+        return self._call(self._queue(rec, project, key))
+
+    def _new_record(self, spec: JobSpec) -> tuple[JobRecord, Project, GroupKey]:
+        """The job checked as far as it can be locally, as a record to queue."""
         if not spec.workdir:
             raise DriverError("BOINC jobs need Iwd: outputs are fetched into it")
         workdir = Path(spec.workdir)
         url_opt = spec.options.get("project_url")
         auth_opt = spec.options.get("authenticator_file")
         url, auth_file = self._resolve(url_opt, auth_opt)
-        project = self._project(url_opt, auth_opt)
-        inputs = []
-        for name in ((spec.stdin,) if spec.stdin and spec.stdin != os.devnull else ()) + tuple(
-            spec.transfer_input
-        ):
-            path = Path(name) if os.path.isabs(name) else workdir / name
-            inputs.append((str(path), path.name))
+        project = Project(url=url, authenticator=_read_authenticator(auth_file))
         # HTCondor sends Cmd as a path (Iwd joined with the executable): the app is its name
         app = os.path.basename(spec.executable.rstrip("/")) or spec.executable
+        rec = JobRecord(
+            job=f"blah-{uuid.uuid4().hex[:16]}",
+            app=app,
+            workdir=str(workdir),
+            args=list(spec.arguments),
+            inputs=_job_inputs(spec, workdir),
+            memory=spec.memory_mb * 1e6 if spec.memory_mb else None,
+            delay=float(spec.runtime_s) if spec.runtime_s else None,
+            project_url=url_opt,
+            authenticator_file=auth_opt,
+            stdout=spec.stdout,
+            stderr=spec.stderr,
+            transfer_output=list(spec.transfer_output),
+        )
         try:
-            check_job(BoincJob(name="", args=tuple(spec.arguments), inputs=tuple(inputs)))
+            check_job(rec.boinc_job())
         except StagingError as exc:
             raise DriverError(str(exc)) from None
-        templates = self._templates_for(project, app)
-        if len(inputs) != templates.n_inputs:
+        return rec, project, GroupKey(url, auth_file, app, rec.memory, rec.delay)
+
+    async def _queue(self, rec: JobRecord, project: Project, key: GroupKey) -> str:
+        """Check the job against its application, then queue it in its group (or, with no
+        batch window, submit it alone now)."""
+        templates = await self._templates_for(project, rec.app)
+        if len(rec.inputs) != templates.n_inputs:
             raise DriverError(
-                f"the job has {len(inputs)} input files but application {app} takes "
+                f"the job has {len(rec.inputs)} input files but application {rec.app} takes "
                 f"{templates.n_inputs}"
             )
-        params = JobParams(
-            rsc_memory_bound=spec.memory_mb * 1e6 if spec.memory_mb else None,
-            delay_bound=float(spec.runtime_s) if spec.runtime_s else None,
-        )
-        job = f"blah-{uuid.uuid4().hex[:16]}"
-        rec: dict[str, Any] = {
-            "job": job,
-            "batch": None,
-            "state": QUEUED,
-            "app": app,
-            "args": list(spec.arguments),
-            "inputs": [list(i) for i in inputs],
-            "params": {"memory": params.rsc_memory_bound, "delay": params.delay_bound},
-            "project_url": url_opt,
-            "authenticator_file": auth_opt,
-            "workdir": str(workdir),
-            "stdout": spec.stdout,
-            "stderr": spec.stderr,
-            "transfer_output": list(spec.transfer_output),
-            "cancelled": False,
-            "final": None,
-        }
-        if self.batch_window_s <= 0:  # one batch per job, submitted now
-            alone = _Group(_new_batch_name(), project, app, params, 0.0, [rec])
-            rec["batch"] = alone.batch
-            with self._cond:
-                self._queued.add(job)
-            self._save(rec)
-            self._mark_queued(job)  # found by the next process if this one dies meanwhile
-            self._submit_group(alone)
-            rec = self._load(job) or rec
-            if rec["state"] != SUBMITTED:
-                self._forget(job)
-                if not rec.get("final"):
-                    raise DriverError("the job was not submitted: blahpd is stopping")
-                raise DriverError(rec["final"]["hold_reason"])
-            return job
-        key = (url, auth_file, app, attrs.astuple(params))
-        with self._cond:
-            group = self._groups.get(key)
-            if group is None:
-                group = _Group(
-                    _new_batch_name(), project, app, params, time.monotonic() + self.batch_window_s
-                )
-                self._groups[key] = group
-            rec["batch"] = group.batch
-            self._save(rec)
-            self._mark_queued(job)
-            group.jobs.append(rec)
-            self._queued.add(job)
-            if len(group.jobs) >= self.batch_max_jobs:
-                group.due = 0.0
-            self._cond.notify_all()
-        self._start_flusher()
-        log.info("queued BOINC job %s (app %s) for batch %s", job, app, group.batch)
-        return job
+        now = asyncio.get_running_loop().time()
+        if self.batch_window_s <= 0:
+            return await self._submit_alone(self.planner.alone(key, project, rec, now))
+        group = self.planner.group_for(key, project, now)
+        rec.batch = group.batch
+        self._enqueue(rec)
+        self.planner.add(key, rec, now)
+        if group.due <= now:
+            self._wake.set()
+        if self._flusher is None or self._flusher.done():
+            self._flusher = self._bridge.task(self._flush())
+        log.info("queued BOINC job %s (app %s) for batch %s", rec.job, rec.app, group.batch)
+        return rec.job
 
-    def _mark_queued(self, job: str) -> None:
-        fd = os.open(self.queued_dir / job, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    def _enqueue(self, rec: JobRecord) -> None:
+        """Record the job as queued (found by the next process if this one dies)."""
+        self.store.queue(rec, self.owners.me)
+        self._queued[rec.job] = asyncio.get_running_loop().create_future()
+
+    def _settle(self, jobs: Iterable[str]) -> None:
+        """The jobs' submission has ended (whatever its outcome)."""
+        for job in jobs:
+            waiter = self._queued.pop(job, None)
+            if waiter is not None and not waiter.done():
+                waiter.set_result(None)
+
+    async def _submit_alone(self, group: Group) -> str:
+        """Submit a job as a batch of its own before answering; a job not submitted is
+        forgotten (its id was never given out)."""
+        (rec,) = group.jobs
+        self._enqueue(rec)
         try:
-            os.write(fd, self._owner.encode())
+            await self._submit_group(group)
         finally:
-            os.close(fd)
+            if rec.state is not JobState.SUBMITTED:
+                self.store.forget(rec.job)
+        if rec.final is not None:
+            raise DriverError(rec.final.hold_reason or "the job was not submitted")
+        return rec.job
 
-    def _lock_owner(self, owner: str, create: bool = False) -> int | None:
-        """An fd holding the lock of ``owner``, or None when its process holds it."""
-        fd = os.open(self.owners_dir / owner, os.O_RDWR | os.O_CREAT, 0o600)
+    async def _flush(self) -> None:
+        """Start each group's submission when it is due; end when none is left."""
+        while (due := self.planner.next_due()) is not None:
+            self._wake.clear()
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout_at(due):
+                    await self._wake.wait()
+            for group in self.planner.pop_due(asyncio.get_running_loop().time()):
+                self._bridge.task(self._submit_group(group))
+
+    async def _submit_group(self, group: Group) -> None:
+        """Submit a group's jobs as one batch; hold them all with the reason if it fails.
+        Cancelled (the driver stops): the jobs stay queued for the next process."""
         try:
-            fcntl.flock(fd, fcntl.LOCK_EX | (0 if create else fcntl.LOCK_NB))
-        except OSError:
-            os.close(fd)
-            return None
-        return fd
-
-    def _orphans(self) -> set[str]:
-        """Queued jobs whose process is gone (their owner's lock is free): now ours."""
-        found = set()
-        for marker in self.queued_dir.iterdir():
-            if "." in marker.name:
-                continue
-            try:
-                owner = marker.read_text().strip()
-            except OSError:
-                continue
-            if owner == self._owner:
-                continue
-            if owner and owner not in self._adopted:
-                if not all(c.isalnum() or c == "-" for c in owner):
-                    continue
-                fd = self._lock_owner(owner)
-                if fd is None:
-                    continue  # a live blahpd on this state directory submits it
-                self._adopted[owner] = fd
-            found.add(marker.name)
-        return found
-
-    def _forget_dead_owners(self, min_age_s: float = 300.0) -> None:
-        """Remove the lock files of processes gone long ago (not of one just starting)."""
-        now = time.time()
-        for path in self.owners_dir.iterdir():
-            owner = path.name
-            if owner == self._owner or owner in self._adopted:
-                continue
-            try:
-                if now - path.stat().st_mtime < min_age_s:
-                    continue
-            except OSError:
-                continue
-            fd = self._lock_owner(owner)
-            if fd is not None:
-                with contextlib.suppress(OSError):
-                    path.unlink()
-                os.close(fd)
-
-    def _release_adopted(self) -> None:
-        """The orphans are recovered: drop the lock files of their dead owners."""
-        for owner, fd in self._adopted.items():
-            with contextlib.suppress(OSError):
-                (self.owners_dir / owner).unlink()
-            os.close(fd)
-        self._adopted.clear()
-
-    def _unmark_queued(self, job: str) -> None:
-        with contextlib.suppress(FileNotFoundError):
-            (self.queued_dir / job).unlink()
-
-    def _forget(self, job: str) -> None:
-        """Drop the record of a job whose synchronous submission failed."""
-        for path in (self._record_path(job), self.queued_dir / job):
-            with contextlib.suppress(FileNotFoundError):
-                path.unlink()
-
-    def _start_flusher(self) -> None:
-        with self._cond:
-            if self._flusher is not None:
-                return
-            self._flusher = threading.Thread(
-                target=self._flush_loop, name="boinc-batch-flusher", daemon=True
-            )
-            self._flusher.start()
-
-    def _flush_loop(self) -> None:
-        """Submit each group when due (and, beside, the jobs a previous process left
-        queued)."""
-        if self._recovering:
-            self._submitters.submit(self._recover)
-        while True:
-            with self._cond:
-                if self._closing:
-                    return
-                now = time.monotonic()
-                due = [g for g in self._groups.values() if g.due <= now]
-                if not due:
-                    nxt = min((g.due for g in self._groups.values()), default=None)
-                    self._cond.wait(None if nxt is None else max(0.0, nxt - now))
-                    continue
-                for key in [k for k, g in self._groups.items() if g.due <= now]:
-                    del self._groups[key]
-            for group in due:
-                try:
-                    self._submitters.submit(self._submit_group, group)
-                except RuntimeError:  # shut down meanwhile: the jobs stay queued, durable
-                    return
-
-    def _submit_group(self, group: _Group) -> None:
-        """Submit a group's jobs as one batch; hold them all with the reason if it fails."""
-        try:
-            ok: list[dict[str, Any]] = []
-            for rec in group.jobs:
-                try:
-                    check_job(
-                        BoincJob(
-                            name=rec["job"],
-                            args=(),
-                            inputs=tuple((s, n) for s, n in rec["inputs"]),
-                        )
-                    )
-                except StagingError as exc:
-                    self._hold(rec, str(exc))
-                    continue
-                ok.append(rec)
-            if not ok:
-                return
-            names = [rec["job"] for rec in ok]
-            first = ok[0]
-            self._write(
-                self.batches_dir / f"{group.batch}.json",
-                {
-                    "batch": group.batch,
-                    "project_url": first["project_url"],
-                    "authenticator_file": first["authenticator_file"],
-                    "jobs": names,
-                },
-            )
-            req = SubmitRequest(
-                project=group.project,
-                batch=group.batch,
-                app=group.app,
-                jobs=tuple(
-                    BoincJob(
-                        name=rec["job"],
-                        args=tuple(rec["args"]),
-                        inputs=tuple((s, n) for s, n in rec["inputs"]),
-                    )
-                    for rec in ok
-                ),
-                params=group.params,
-            )
-            error = self._submit_with_retries(req, names)
-            if error is not None and self._closing:
-                log.info("batch %s left queued for the next process: stopping", group.batch)
-                return
-            if error is None:
-                for rec in ok:
-                    rec["state"] = SUBMITTED
-                    self._save(rec)
-                    self._unmark_queued(rec["job"])
-                    self._where[rec["job"]] = (
-                        rec["project_url"],
-                        rec["authenticator_file"],
-                        group.batch,
-                    )
-                registry = self.registry
-                if registry is not None:
-                    for name in names:
-                        registry.track(name)
-                log.info("submitted BOINC batch %s: %d jobs", group.batch, len(ok))
-            else:
-                reason = f"BOINC submission failed: {error}"
-                log.warning("batch %s (%d jobs): %s", group.batch, len(ok), reason)
-                for rec in ok:
-                    self._hold(rec, reason)
-                self._drop_batch_record(group.batch)
+            await self._submit_checked(group)
         except Exception as exc:  # never leave a job queued forever
-            if self._closing:
-                return
             log.exception("submitting batch %s failed", group.batch)
             for rec in group.jobs:
-                if rec.get("state") == QUEUED:
-                    self._hold(rec, f"BOINC submission failed: {type(exc).__name__}: {exc}")
+                if rec.queued:
+                    self.store.hold(rec, f"BOINC submission failed: {type(exc).__name__}: {exc}")
         finally:
-            with self._cond:
-                self._queued.difference_update(rec["job"] for rec in group.jobs)
-                self._cond.notify_all()
+            self._settle(rec.job for rec in group.jobs)
 
-    def _submit_with_retries(self, req: SubmitRequest, names: Sequence[str]) -> str | None:
+    async def _submit_checked(self, group: Group) -> None:
+        ok = await asyncio.to_thread(self._ready_jobs, group)
+        if not ok:
+            return
+        names = [rec.job for rec in ok]
+        req = SubmitRequest(
+            project=group.project,
+            batch=group.batch,
+            app=group.app,
+            jobs=tuple(rec.boinc_job() for rec in ok),
+            params=group.params,
+        )
+        error = await self._submit_with_retries(req, names)
+        if error is None:
+            await self._mark_submitted(ok)
+            log.info("submitted BOINC batch %s: %d jobs", group.batch, len(ok))
+            return
+        reason = f"BOINC submission failed: {error}"
+        log.warning("batch %s (%d jobs): %s", group.batch, len(ok), reason)
+        for rec in ok:
+            self.store.hold(rec, reason)
+        self.store.drop_batch(group.batch)
+
+    # The file work of a submission runs in a worker thread, off the loop: the records of a
+    # group being submitted are that submission's alone (a cancel waits for it to end).
+
+    def _ready_jobs(self, group: Group) -> list[JobRecord]:
+        """Hold the jobs whose inputs went missing; record the batch of the others."""
+        ok = []
+        for rec in group.jobs:
+            try:
+                check_job(rec.boinc_job(with_args=False))
+            except StagingError as exc:
+                self.store.hold(rec, str(exc))
+                continue
+            ok.append(rec)
+        if ok:
+            first = ok[0]
+            names = [rec.job for rec in ok]
+            batch = BatchRecord(group.batch, first.project_url, first.authenticator_file, names)
+            self.store.save_batch(batch)
+        return ok
+
+    async def _mark_submitted(self, recs: Sequence[JobRecord]) -> None:
+        await asyncio.to_thread(self._record_submitted, recs)
+        for rec in recs:
+            self._where[rec.job] = _Place.of(rec)
+
+    def _record_submitted(self, recs: Sequence[JobRecord]) -> None:
+        """Track the jobs in the status registry (its locks are the worker threads'), then
+        record them submitted: a job seen submitted is one the next bulk query asks about."""
+        self._track([rec.job for rec in recs])
+        for rec in recs:
+            self.store.mark_submitted(rec)
+
+    def _track(self, jobs: Sequence[str]) -> None:
+        registry = self.registry
+        if registry is not None:
+            for job in jobs:
+                registry.track(job)
+
+    async def _submit_with_retries(self, req: SubmitRequest, names: Sequence[str]) -> str | None:
         """Submit; retry transient failures (after checking the batch did not get in).
         None on success, else the error."""
         error = ""
         for attempt in range(self.submit_attempts):
             if attempt:
-                with self._cond:
-                    self._cond.wait_for(
-                        lambda: self._closing, min(30.0, 2.0 * 2 ** (attempt - 1))
-                    )
-                if self._closing:
-                    return error
+                await asyncio.sleep(min(30.0, 2.0 * 2 ** (attempt - 1)))
                 try:
-                    if self._batch_has(req.project, req.batch, names):
+                    if await self._batch_has(req.project, req.batch, names):
                         return None
                 except DriverError as exc:
                     error = str(exc)
                     continue
-            try:
-                self.boinc.submit_request(req)
-                return None
-            except TimeoutError:
-                error = f"the BOINC project did not answer in {self.rpc_timeout:g} s"
-            except RpcError as exc:
-                error = str(exc)
-                if not exc.retryable:
-                    return error
-            except BoincError as exc:  # StagingError, OutputError: retrying cannot help
-                return str(exc)
+            error, retry = await self._try_submit(req)
+            if not error or not retry:
+                return error or None
             log.info("submitting batch %s failed (%s): attempt %d", req.batch, error, attempt + 1)
         return error
 
-    def _batch_has(
+    async def _try_submit(self, req: SubmitRequest) -> tuple[str, bool]:
+        """Submit once: ("", _) on success, else the error and whether to retry."""
+        try:
+            async with asyncio.timeout(self.rpc_timeout):
+                await self.client.submit_request(req)
+            return "", False
+        except TimeoutError:
+            return self._no_answer(), True
+        except RpcError as exc:
+            return str(exc), exc.retryable
+        except BoincError as exc:  # StagingError, OutputError: retrying cannot help
+            return str(exc), False
+
+    async def _batch_has(
         self,
         project: Project,
         batch: str,
@@ -630,417 +497,362 @@ class BoincDriver(RegistryHolder, Driver):
         batch, or one without them); the client's errors of the ``passing`` types are
         raised as they are."""
         try:
-            batches = self._run_passing(
-                (NoSuchBatch, *passing), self.boinc.query_batch2, [batch], project=project
-            ).batches
+            states = await self._rpc(
+                self.client.query_batch2([batch], project=project), (NoSuchBatch, *passing)
+            )
         except NoSuchBatch as exc:
             if exc.batch != batch:
                 raise _driver_error(exc) from None
             return False
-        have = {name for name, _ in batches[0]}
+        have = {name for name, _ in states.batches[0]}
         return all(n in have for n in names)
 
-    def _hold(self, rec: dict[str, Any], reason: str) -> None:
-        rec["state"] = HELD_STATE
-        rec["final"] = {"status": int(JobStatus.HELD), "hold_reason": reason}
-        self._save(rec)
-        self._unmark_queued(rec["job"])
+    # ---- recovery of the jobs a dead process left queued --------------------------------------
 
-    def _drop_batch_record(self, batch: str) -> None:
-        with contextlib.suppress(FileNotFoundError):
-            (self.batches_dir / f"{batch}.json").unlink()
-
-    def _recover(self) -> None:
-        """Jobs a previous process queued: mark those whose batch the project has (with
-        them) submitted, submit the others again in a new batch."""
+    async def _recover(self, jobs: set[str]) -> None:
+        """Mark those whose batch the project has (with them) submitted, submit the others
+        again in a new batch."""
+        loop = asyncio.get_running_loop()
+        for job in jobs:
+            self._queued.setdefault(job, loop.create_future())
         try:
-            self._recover_all()
+            for batch, recs in self._recoverable(sorted(jobs)).items():
+                await self._recover_batch(batch, recs)
         except Exception:
             log.exception("recovering queued BOINC jobs failed")
         else:
-            self._release_adopted()
+            self.owners.release_adopted()
+        finally:
+            self._settle(jobs)  # (those left queued: a cancel no longer waits for them)
 
-    def _recover_all(self) -> None:
-        by_batch: dict[str, list[dict[str, Any]]] = {}
-        for name in sorted(self._recovering):
+    def _recoverable(self, jobs: Sequence[str]) -> dict[str, list[JobRecord]]:
+        """The records still queued, by batch; the other markers are dropped."""
+        by_batch: dict[str, list[JobRecord]] = {}
+        for job in jobs:
             try:
-                rec = self._load(name)
+                rec = self.store.load(job)
             except DriverError as exc:
                 log.warning("%s", exc)
                 rec = None
-            if rec is None or rec.get("state") != QUEUED or rec.get("final"):
-                self._unmark_queued(name)
-                with self._cond:
-                    self._queued.discard(name)
-                    self._cond.notify_all()
+            if rec is None or not rec.queued or rec.batch is None:
+                self.store.unqueue(job)
+                self._settle([job])
                 continue
-            by_batch.setdefault(rec["batch"], []).append(rec)
-        for batch, recs in by_batch.items():
-            self._recover_batch(batch, recs)
+            by_batch.setdefault(rec.batch, []).append(rec)
+        return by_batch
 
-    def _recover_batch(self, batch: str, recs: list[dict[str, Any]]) -> None:
-        names = [r["job"] for r in recs]
+    async def _recover_batch(self, batch: str, recs: list[JobRecord]) -> None:
+        found = await self._find_batch(batch, recs)
+        if found is None:
+            return
+        project, there = found
+        if there:
+            log.info("batch %s of %d queued jobs was submitted before a restart", batch, len(recs))
+            await self._mark_submitted(recs)
+            self._settle(r.job for r in recs)
+            return
+        group = Group(new_batch_name(), project, recs[0].app, recs[0].params, 0.0, recs)
+        log.info("submitting %d jobs queued before a restart in batch %s", len(recs), group.batch)
+        self.store.drop_batch(batch)
+        for rec in recs:
+            rec.batch = group.batch
+            self.store.save(rec)
+        await self._submit_group(group)
+
+    async def _find_batch(self, batch: str, recs: list[JobRecord]) -> tuple[Project, bool] | None:
+        """The jobs' project and whether it has their batch with them; None when the
+        project cannot be addressed (the jobs are held)."""
+        names = [r.job for r in recs]
         attempt = 0
         while True:
             attempt += 1
             try:
                 project = self._project_of(recs[0])
-                found = self._batch_has(project, batch, names, passing=(BadAuthenticator,))
-                break
+                there = await self._batch_has(project, batch, names, (BadAuthenticator,))
+                return project, there
             except (_NoProject, BadAuthenticator) as exc:
                 text = str(exc) if isinstance(exc, DriverError) else str(_driver_error(exc))
                 for rec in recs:
-                    self._hold(rec, f"BOINC submission failed: {text}")
-                with self._cond:
-                    self._queued.difference_update(names)
-                    self._cond.notify_all()
-                return
+                    self.store.hold(rec, f"BOINC submission failed: {text}")
+                self._settle(names)
+                return None
             except DriverError as exc:
                 log.warning("batch %s of queued jobs: %s (retrying)", batch, exc)
-                with self._cond:
-                    self._cond.wait_for(lambda: self._closing, min(60.0, 2.0 * attempt))
-                if self._closing:
-                    return
-        if found:
-            log.info("batch %s of %d queued jobs was submitted before a restart", batch, len(recs))
-            for rec in recs:
-                rec["state"] = SUBMITTED
-                self._save(rec)
-                self._unmark_queued(rec["job"])
-            registry = self.registry
-            if registry is not None:
-                for name in names:
-                    registry.track(name)
-            with self._cond:
-                self._queued.difference_update(names)
-                self._cond.notify_all()
-            return
-        new = _new_batch_name()
-        log.info("submitting %d jobs queued before a restart in batch %s", len(recs), new)
-        self._drop_batch_record(batch)
-        for rec in recs:
-            rec["batch"] = new
-            self._save(rec)
-        params = JobParams(
-            rsc_memory_bound=recs[0]["params"].get("memory"),
-            delay_bound=recs[0]["params"].get("delay"),
-        )
-        group = _Group(new, project, recs[0]["app"], params, 0.0, recs)
-        self._submit_group(group)
+                await asyncio.sleep(min(60.0, 2.0 * attempt))
 
-    # ---- status -----------------------------------------------------------------------------
+    # ---- status -------------------------------------------------------------------------------
 
     def status(self, native_id: str) -> JobInfo:
-        with self._job_lock(native_id):
-            rec = self._load(native_id)
-            if rec is None or rec["final"]:
-                return self._answer_from(rec)
-            if rec.get("state") == QUEUED:
-                return JobInfo(JobStatus.IDLE)
+        # The loop writes records, each in one rename: read here, a thread may (and the
+        # gridmanager's polls of finished and queued jobs need not wait for the loop).
+        info = record_answer(self.store.load(native_id))
+        if info is not None:
+            return info
         registry = self.registry
         if registry is None:
             return self.query_status(native_id)
         return registry.status(native_id)
 
-    @staticmethod
-    def _answer_from(rec: Mapping[str, Any] | None) -> JobInfo:
-        if rec is None:
-            return JobInfo(
-                JobStatus.COMPLETED,
-                exit_reason="job unknown to this server (exit status unknown)",
-            )
-        return _info(rec["final"])
-
     def bulk_status(self, native_ids: Sequence[str]) -> Mapping[str, JobInfo]:
         """States of queued and running jobs from one query_batch2 per project (naming every
         batch of the jobs); DONE and ERROR jobs are left out (the per-job path fetches their
         outputs or failure details)."""
-        projects: dict[tuple[str | None, str | None], dict[str, list[str]]] = {}
-        for job in native_ids:
-            where = self._where.get(job)
-            if where is None:
-                try:
-                    rec = self._load(job)
-                except DriverError:
-                    continue
-                if rec is None or rec["final"] or rec.get("state") == QUEUED:
-                    continue
-                where = (rec.get("project_url"), rec.get("authenticator_file"), rec["batch"])
-                self._where[job] = where
-            projects.setdefault(where[:2], {}).setdefault(where[2], []).append(job)
+        return self._call(self._bulk_status(native_ids))
+
+    async def _bulk_status(self, jobs: Sequence[str]) -> dict[str, JobInfo]:
         found: dict[str, JobInfo] = {}
         errors: list[str] = []
-        for (url, auth_file), batches in projects.items():
+        for (url, auth_file), batches in self._by_project(jobs).items():
             try:
-                found.update(self._bulk_one(self._project(url, auth_file), batches))
+                found.update(await self._bulk_one(self._project(url, auth_file), batches))
             except DriverError as exc:
                 errors.append(str(exc))
         if errors and not found:
             raise DriverError(errors[0])
         return found
 
-    def _bulk_one(self, project: Project, batches: Mapping[str, list[str]]) -> dict[str, JobInfo]:
+    def _by_project(
+        self, jobs: Sequence[str]
+    ) -> dict[tuple[str | None, str | None], dict[str, list[str]]]:
+        """The submitted, unfinished jobs by project and batch."""
+        projects: dict[tuple[str | None, str | None], dict[str, list[str]]] = {}
+        for job in jobs:
+            place = self._where.get(job) or self._place_of(job)
+            if place is not None:
+                batches = projects.setdefault((place.url, place.authenticator_file), {})
+                batches.setdefault(place.batch, []).append(job)
+        return projects
+
+    def _place_of(self, job: str) -> _Place | None:
+        try:
+            rec = self.store.load(job)
+        except DriverError:
+            return None
+        if rec is None or rec.final is not None or rec.state is JobState.QUEUED:
+            return None
+        place = self._where[job] = _Place.of(rec)
+        return place
+
+    async def _bulk_one(
+        self, project: Project, batches: Mapping[str, list[str]]
+    ) -> dict[str, JobInfo]:
         names = sorted(batches)
-        found: dict[str, JobInfo] = {}
         while names:
             try:
-                replies = self._run_passing(
-                    (NoSuchBatch,), self.boinc.query_batch2, names, project=project
-                ).batches
+                call = self.client.query_batch2(names, project=project)
+                replies = (await self._rpc(call, (NoSuchBatch,))).batches
                 break
             except NoSuchBatch as exc:
                 if exc.batch not in names:
                     raise _driver_error(exc) from None
                 names.remove(exc.batch)  # its jobs are asked one by one
         else:
-            return found
-        for jobs in replies:
-            for job, state in jobs:
-                if state in ("UNSENT", "QUEUED"):
-                    found[job] = JobInfo(JobStatus.IDLE)
-                elif state == "IN_PROGRESS":
-                    found[job] = JobInfo(JobStatus.RUNNING)
-                elif state in ("DONE", "ERROR"):
-                    self._bulk_state[job] = state
+            return {}
+        found: dict[str, JobInfo] = {}
+        for job, state in (pair for jobs in replies for pair in jobs):
+            if state in UNFINISHED:
+                found[job] = UNFINISHED[state]
+            elif state in ("DONE", "ERROR"):
+                self._bulk_state[job] = state
         return found
 
     def query_status(self, native_id: str) -> JobInfo:
         """One job's state, asked of the project for its batch alone (outputs are fetched
         before a DONE job is reported COMPLETED)."""
-        with self._job_lock(native_id):
-            rec = self._load(native_id)
-            if rec is None or rec["final"]:
-                return self._answer_from(rec)
-            if rec.get("state") == QUEUED:
-                return JobInfo(JobStatus.IDLE)
-            project = self._project_of(rec)
-            state = self._bulk_state.pop(native_id, "")
-            if not state:
-                try:
-                    batches = self._run_passing(
-                        (NoSuchBatch,), self.boinc.query_batch2, [rec["batch"]], project=project
-                    ).batches
-                except NoSuchBatch as exc:
-                    if exc.batch != rec["batch"]:
-                        raise _driver_error(exc) from None
-                    return self._finish(
-                        rec,
-                        {
-                            "status": int(JobStatus.COMPLETED),
-                            "exit_reason": "the BOINC batch no longer exists",
-                        },
-                    )
-                state = dict(batches[0]).get(native_id, "")
-            if state in ("UNSENT", "QUEUED"):
-                return JobInfo(JobStatus.IDLE)
-            if state == "IN_PROGRESS":
-                return JobInfo(JobStatus.RUNNING)
-            if state == "DONE":
-                return self._completed(rec, project)
-            if state == "ERROR":
-                return self._failed(rec, project)
-            raise DriverError(f"BOINC job {native_id}: unexpected status {state or 'missing'!r}")
+        return self._call(self._query_status(native_id))
 
-    def _completed(self, rec: dict[str, Any], project: Project) -> JobInfo:
+    async def _query_status(self, job: str) -> JobInfo:
+        async with self._job_locks.hold(job):
+            rec = self.store.load(job)
+            known = record_answer(rec)
+            if known is not None:
+                return known
+            assert rec is not None
+            project = self._project_of(rec)
+            state = self._bulk_state.pop(job, "") or await self._state_of(rec, project)
+            if state is None:
+                gone = JobInfo(JobStatus.COMPLETED, exit_reason="the BOINC batch no longer exists")
+                return await self._finish(rec, gone)
+            return await self._answer(rec, project, state)
+
+    async def _state_of(self, rec: JobRecord, project: Project) -> str | None:
+        """The job's state in query_batch2 of its batch ("" when missing); None when the
+        project has no such batch."""
+        assert rec.batch is not None
+        try:
+            call = self.client.query_batch2([rec.batch], project=project)
+            batches = (await self._rpc(call, (NoSuchBatch,))).batches
+        except NoSuchBatch as exc:
+            if exc.batch != rec.batch:
+                raise _driver_error(exc) from None
+            return None
+        return dict(batches[0]).get(rec.job, "")
+
+    async def _answer(self, rec: JobRecord, project: Project, state: str) -> JobInfo:
+        if state in UNFINISHED:
+            return UNFINISHED[state]
+        if state == "DONE":
+            return await self._completed(rec, project)
+        if state == "ERROR":
+            return await self._failed(rec, project)
+        raise DriverError(f"BOINC job {rec.job}: unexpected status {state or 'missing'!r}")
+
+    async def _completed(self, rec: JobRecord, project: Project) -> JobInfo:
         """Fetch a DONE job's outputs, then call it COMPLETED.
 
         The outputs land in a directory of the job's own first, so that Out gets this job's
         first output even while jobs sharing the Iwd (a ``queue N``) fetch theirs; then they
         are moved into the Iwd, each file in one rename.
         """
-        workdir = Path(rec["workdir"])
-        wanted = rec["transfer_output"]
-        output_names = self._templates_for(project, rec["app"]).output_names
-        stage = Path(tempfile.mkdtemp(prefix=f".{rec['job']}-", dir=workdir))
+        workdir = Path(rec.workdir)
+        output_names = (await self._templates_for(project, rec.app)).output_names
+        stage = Path(tempfile.mkdtemp(prefix=f".{rec.job}-", dir=workdir))
         try:
             fetch = FetchRequest(
                 project=project,
-                job=rec["job"],
+                job=rec.job,
                 iwd=str(stage),
-                stderr_file=str(_in(workdir, rec["stderr"])) if rec["stderr"] else os.devnull,
-                mode="SOME" if wanted else "ALL",
-                specs=tuple((n, n) for n in wanted),
+                stderr_file=str(job_path(workdir, rec.stderr)) if rec.stderr else os.devnull,
+                mode="SOME" if rec.transfer_output else "ALL",
+                specs=tuple((n, n) for n in rec.transfer_output),
             )
-            done = self._run(self.boinc.fetch_request, fetch, output_names)
-            if rec["stdout"]:
-                first = stage / output_names[0] if output_names else None
-                if first is not None and first.is_file():
-                    shutil.copyfile(first, _in(workdir, rec["stdout"]))
-            for path in sorted(p for p in stage.rglob("*") if p.is_file()):
-                dest = workdir / path.relative_to(stage)
-                dest.parent.mkdir(parents=True, exist_ok=True)
-                os.replace(path, dest)
+            done = await self._rpc(self.client.fetch_request(fetch, output_names))
+            stdout = job_path(workdir, rec.stdout) if rec.stdout else None
+            first = output_names[0] if output_names else None
+            await asyncio.to_thread(deliver_outputs, stage, workdir, stdout, first)
         finally:
             shutil.rmtree(stage, ignore_errors=True)
-        return self._finish(
-            rec,
-            {
-                "status": int(JobStatus.COMPLETED),
-                "exit_code": done.exit_status,
-                "wallclock_s": done.elapsed_time,
-                "user_cpu_s": done.cpu_time,
-            },
+        final = JobInfo(
+            JobStatus.COMPLETED,
+            exit_code=done.exit_status,
+            wallclock_s=done.elapsed_time,
+            user_cpu_s=done.cpu_time,
         )
+        return await self._finish(rec, final)
 
-    def _failed(self, rec: dict[str, Any], project: Project) -> JobInfo:
+    async def _failed(self, rec: JobRecord, project: Project) -> JobInfo:
         """A job BOINC ended in ERROR: COMPLETED with the failed instance's exit status, and
-        what is known of the failure in its Err file.
+        what is known of the failure in its Err file."""
+        if rec.cancelled:
+            return await self._finish(rec, JobInfo(JobStatus.REMOVED))
+        done, detail, problems = await self._failure_facts(rec, project)
+        exit_status, reason = describe_failure(done, detail, problems)
+        write_err(rec, reason, done.stderr if done else "")
+        final = JobInfo(
+            JobStatus.COMPLETED,
+            exit_code=exit_status or 1,
+            exit_reason=reason,
+            wallclock_s=done.elapsed_time if done else None,
+            user_cpu_s=done.cpu_time if done else None,
+        )
+        return await self._finish(rec, final)
+
+    async def _failure_facts(
+        self, rec: JobRecord, project: Project
+    ) -> tuple[CompletedJob | None, JobDetail | None, list[str]]:
+        """What the project says of a failed job.
 
         query_completed_job gives the failed instance's stderr where it works; a stock PHP 8
         server answers it with HTTP 500 for any job without a canonical instance, so the
         exit status and the workunit's error come from query_batch's job details.
         """
-        if rec["cancelled"]:
-            return self._finish(rec, {"status": int(JobStatus.REMOVED)})
         done: CompletedJob | None = None
         problems: list[str] = []
         try:
-            done = self._run(self.boinc.query_completed_job, rec["job"], project=project)
+            done = await self._rpc(self.client.query_completed_job(rec.job, project=project))
         except DriverError as exc:
             problems.append(str(exc))
         detail: JobDetail | None = None
         if done is None or not done.exit_status:
+            assert rec.batch is not None
             try:
-                details = self._run(self.boinc.query_batch, rec["batch"], project=project).jobs
-                detail = next((d for d in details if d.name == rec["job"]), None)
+                reply = await self._rpc(self.client.query_batch(rec.batch, project=project))
+                detail = next((d for d in reply.jobs if d.name == rec.job), None)
             except DriverError as exc:
                 problems.append(f"job details: {exc}")
-        exit_status = (done.exit_status if done else 0) or (
-            detail.exit_status if detail else None
-        )
-        error = detail.error if detail and detail.error else ""
-        if done is not None and done.error_mask and not error:
-            error = f"error mask {done.error_mask}"
-        reason = "BOINC job failed"
-        if exit_status:
-            reason += f" with exit status {exit_status}"
-        if error:
-            reason += f" ({error})"
-        elif problems and not exit_status:
-            reason += f": {problems[0]}"
-        self._write_err(rec, reason, done.stderr if done else "")
-        final: dict[str, Any] = {
-            "status": int(JobStatus.COMPLETED),
-            "exit_code": exit_status or 1,
-            "exit_reason": reason,
-        }
-        if done is not None:
-            final["wallclock_s"] = done.elapsed_time
-            final["user_cpu_s"] = done.cpu_time
-        return self._finish(rec, final)
+        return done, detail, problems
 
-    def _write_err(self, rec: dict[str, Any], reason: str, stderr: str) -> None:
-        """The job's Err file: the failed instance's stderr when the server gave it, else
-        (and after it) one line saying how the job failed."""
-        if not rec["stderr"] or rec["stderr"] == os.devnull:
-            return
-        err = _in(Path(rec["workdir"]), rec["stderr"])
-        text = stderr if stderr.endswith("\n") or not stderr else stderr + "\n"
-        try:
-            err.write_text(f"{text}{reason} (job {rec['job']})\n")
-        except OSError as exc:
-            log.warning("cannot write the Err file %s of job %s: %s", err, rec["job"], exc)
-
-    def _finish(self, rec: dict[str, Any], final: dict[str, Any]) -> JobInfo:
+    async def _finish(self, rec: JobRecord, final: JobInfo) -> JobInfo:
         """Record the final state; retire the batch once all its jobs are final (best
         effort: it expires anyway)."""
-        rec["final"] = final
-        self._save(rec)
-        self._where.pop(rec["job"], None)
-        self._bulk_state.pop(rec["job"], None)
-        if self._batch_done(rec):
+        rec.final = final
+        self.store.save(rec)
+        self._where.pop(rec.job, None)
+        self._bulk_state.pop(rec.job, None)
+        if self.store.last_of_batch(rec):
+            assert rec.batch is not None
             try:
-                self._run(self.boinc.retire_batch, rec["batch"], project=self._project_of(rec))
-                log.info("retired BOINC batch %s", rec["batch"])
+                project = self._project_of(rec)
+                await self._rpc(self.client.retire_batch(rec.batch, project=project))
+                log.info("retired BOINC batch %s", rec.batch)
             except DriverError as exc:
-                log.warning("retiring batch %s failed: %s", rec["batch"], exc)
-            self._drop_batch_record(rec["batch"])
-        return _info(final)
+                log.warning("retiring batch %s failed: %s", rec.batch, exc)
+            self.store.drop_batch(rec.batch)
+        return final
 
-    def _batch_done(self, rec: Mapping[str, Any]) -> bool:
-        """Note that ``rec``'s job is final; True once every job of its batch is (for the
-        one caller that makes it so)."""
-        batch, job = rec["batch"], rec["job"]
-        with self._batch_lock:
-            pending = self._pending.get(batch)
-            if pending is None:
-                try:
-                    data = json.loads((self.batches_dir / f"{batch}.json").read_text())
-                    members = [str(n) for n in data["jobs"]]
-                except FileNotFoundError:
-                    return True  # a batch of one job (submitted before batches were shared)
-                except (OSError, ValueError, KeyError) as exc:
-                    log.warning("batch record of %s unreadable (%s): not retiring it", batch, exc)
-                    return False
-                pending = set()
-                for name in members:
-                    if name == job:
-                        continue
-                    try:
-                        other = self._load(name)
-                    except DriverError:
-                        other = None
-                    if other is not None and not other["final"]:
-                        pending.add(name)
-                self._pending[batch] = pending
-            pending.discard(job)
-            if pending:
-                return False
-            del self._pending[batch]
-            return True
-
-    # ---- other requests ---------------------------------------------------------------------
+    # ---- other requests -----------------------------------------------------------------------
 
     def cancel(self, native_id: str) -> None:
-        with self._job_lock(native_id):
-            rec = self._load(native_id)
-            if rec is None:
-                return
-            if rec.get("state") == QUEUED and not rec["final"]:
-                # Submitted first (it is in a batch with others), then aborted.
-                self._await_submission(native_id)
-                rec = self._load(native_id)
-                if rec is None:
-                    return
-                if rec.get("state") == QUEUED and not rec["final"]:
-                    raise DriverError(f"BOINC job {native_id} is still being submitted")
-            if rec["final"]:
-                if rec["final"]["status"] == int(JobStatus.HELD):
-                    rec["final"] = {"status": int(JobStatus.REMOVED)}
-                    self._save(rec)
-                return
-            with contextlib.suppress(NoSuchJob):  # over already, or never made it
-                self._run_passing(
-                    (NoSuchJob,), self.boinc.abort_jobs, [native_id], project=self._project_of(rec)
-                )
-            rec["cancelled"] = True
-            self._finish(rec, {"status": int(JobStatus.REMOVED)})
+        if not self._call(self._cancel(native_id)):
+            return
         registry = self.registry
         if registry is not None:
             registry.invalidate(native_id)
 
-    def _await_submission(self, native_id: str) -> None:
-        """Submit the queued job's group now and wait until it is."""
-        deadline = time.monotonic() + self.rpc_timeout
-        with self._cond:
-            for group in self._groups.values():
-                if any(r["job"] == native_id for r in group.jobs):
-                    group.due = 0.0
-            self._cond.notify_all()
-            while native_id in self._queued:
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    raise DriverError(f"BOINC job {native_id} is still being submitted")
-                self._cond.wait(left)
+    async def _cancel(self, job: str) -> bool:
+        """Abort the job; False when there was nothing to abort."""
+        async with self._job_locks.hold(job):
+            rec = self.store.load(job)
+            if rec is not None and rec.queued:
+                # Submitted first (it is in a batch with others), then aborted.
+                rec = await self._await_submission(job)
+            if rec is None:
+                return False
+            if rec.final is not None:
+                if rec.final.status is JobStatus.HELD:
+                    rec.final = JobInfo(JobStatus.REMOVED)
+                    self.store.save(rec)
+                return False
+            with contextlib.suppress(NoSuchJob):  # over already, or never made it
+                call = self.client.abort_jobs([job], project=self._project_of(rec))
+                await self._rpc(call, (NoSuchJob,))
+            rec.cancelled = True
+            await self._finish(rec, JobInfo(JobStatus.REMOVED))
+            return True
+
+    async def _await_submission(self, job: str) -> JobRecord | None:
+        """Submit the queued job's group now and wait until it is; its record then."""
+        waiter = self._queued.get(job)
+        if waiter is not None:
+            if self.planner.hurry(job, asyncio.get_running_loop().time()):
+                self._wake.set()
+            try:
+                async with asyncio.timeout(self.rpc_timeout):
+                    await asyncio.shield(waiter)
+            except TimeoutError:
+                raise DriverError(f"BOINC job {job} is still being submitted") from None
+        rec = self.store.load(job)
+        if rec is not None and rec.queued:
+            raise DriverError(f"BOINC job {job} is still being submitted")
+        return rec
+
+    async def _abandon_queue(self) -> None:
+        """Drop the groups not yet submitted, as if this process had died (for tests):
+        their jobs stay queued on disk, for the next process."""
+        self.planner.clear()
+
+    # tests written for the threaded driver "kill" it with ``with drv._cond:
+    # drv._groups.clear()``
+    _cond = contextlib.nullcontext()
+
+    @property
+    def _groups(self) -> _GroupsOnLoop:
+        return _GroupsOnLoop(self)
 
     async def aclose(self) -> None:
         """Stop: cancel the BOINC calls still waiting (their requests fail) and leave the
         jobs still queued, durable, to the next process on this state directory."""
-        with self._cond:
-            self._closing = True
-            self._cond.notify_all()
-        self._submitters.shutdown(wait=False, cancel_futures=True)
-        await self.boinc.aclose()
+        await self._bridge.aclose(self.client.aclose)
 
     def hold(self, native_id: str) -> None:
         raise DriverError("BOINC jobs cannot be held: a volunteer may be running them")
@@ -1054,15 +866,5 @@ class BoincDriver(RegistryHolder, Driver):
         BLAH_PING would mark the resource down and keep every such job idle for good."""
         if not self.settings.project_url and not self.settings.authenticator_file:
             return
-        self._run(self.boinc.ping, project=self._project(None, None))
-
-
-def _info(final: Mapping[str, Any]) -> JobInfo:
-    return JobInfo(
-        status=JobStatus(final["status"]),
-        exit_code=final.get("exit_code"),
-        exit_reason=final.get("exit_reason"),
-        wallclock_s=final.get("wallclock_s"),
-        user_cpu_s=final.get("user_cpu_s"),
-        hold_reason=final.get("hold_reason"),
-    )
+        project = self._project(None, None)
+        self._call(self._rpc(self.client.ping(project=project)))
