@@ -144,7 +144,8 @@ class ForkDriver(Driver):
                 "count": spec.count,
                 "name": spec.name,
             }
-            sup.write_json_atomic(jobdir / sup.SPEC, data)
+            # Not fsynced: a crash of this host ends the job too.
+            sup.write_json_atomic(jobdir / sup.SPEC, data, durable=False)
             if spec.start_held:
                 (jobdir / sup.HELD).touch()
         except OSError as exc:

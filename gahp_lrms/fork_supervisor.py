@@ -16,14 +16,14 @@ import fcntl
 import json
 import os
 import signal
-import socket
-import subprocess
 import sys
-import tempfile
 import time
-from collections.abc import Iterator
-from pathlib import Path
-from typing import Any
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # annotations only: the supervisor imports as little as it can
+    import subprocess
+    from collections.abc import Iterator
+    from typing import Any
 
 STATE = "state.json"
 SPEC = "spec.json"
@@ -49,14 +49,21 @@ def proc_start_ticks(pid: int) -> int | None:
     return int(fields[19])
 
 
-def write_json_atomic(path: Path, data: dict[str, Any]) -> None:
-    """Write ``data`` to ``path`` through a temporary file and a rename."""
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+def write_json_atomic(
+    path: str | os.PathLike[str], data: dict[str, Any], durable: bool = True
+) -> None:
+    """Write ``data`` to ``path`` through a temporary file and a rename (``durable``: on disk
+    before the rename)."""
+    path = os.fspath(path)
+    head, name = os.path.split(path)
+    tmp = os.path.join(head, f".{name}.{os.getpid()}.{time.monotonic_ns()}")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     try:
         with os.fdopen(fd, "w") as f:
             json.dump(data, f, indent=1, sort_keys=True)
-            f.flush()
-            os.fsync(f.fileno())
+            if durable:
+                f.flush()
+                os.fsync(f.fileno())
         os.replace(tmp, path)
     except BaseException:
         with contextlib.suppress(OSError):
@@ -65,9 +72,10 @@ def write_json_atomic(path: Path, data: dict[str, Any]) -> None:
 
 
 @contextlib.contextmanager
-def job_lock(jobdir: Path) -> Iterator[None]:
+def job_lock(jobdir: str | os.PathLike[str]) -> Iterator[None]:
     """Serialise marker changes and signals between the driver and the supervisor."""
-    with os.fdopen(os.open(jobdir / LOCK, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600), "a") as f:
+    lock = os.path.join(jobdir, LOCK)
+    with os.fdopen(os.open(lock, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600), "a") as f:
         fcntl.flock(f, fcntl.LOCK_EX)
         try:
             yield
@@ -78,13 +86,14 @@ def job_lock(jobdir: Path) -> Iterator[None]:
 class Supervisor:
     """Runs the job of one job directory and keeps its state file up to date."""
 
-    def __init__(self, jobdir: Path) -> None:
+    def __init__(self, jobdir: str) -> None:
         self.jobdir = jobdir
-        self.spec: dict[str, Any] = json.loads((jobdir / SPEC).read_text())
+        with open(self.path(SPEC)) as f:
+            self.spec: dict[str, Any] = json.load(f)
         self.state: dict[str, Any] = {
             "supervisor_pid": os.getpid(),
             "supervisor_start": proc_start_ticks(os.getpid()),
-            "hostname": socket.gethostname(),
+            "hostname": os.uname().nodename,
             "phase": "waiting",
             "pgid": None,
             "pids": [],
@@ -98,8 +107,16 @@ class Supervisor:
             "sys_cpu_s": None,
         }
 
+    def path(self, name: str) -> str:
+        """``name`` in the job directory."""
+        return os.path.join(self.jobdir, name)
+
+    def marked(self, marker: str) -> bool:
+        """Whether the driver has created the marker file ``marker``."""
+        return os.path.exists(self.path(marker))
+
     def save(self) -> None:
-        write_json_atomic(self.jobdir / STATE, self.state)
+        write_json_atomic(self.path(STATE), self.state)
 
     def finish(self, phase: str, **fields: Any) -> None:
         self.state.update(fields, phase=phase, ended_at=time.time())
@@ -111,9 +128,9 @@ class Supervisor:
         signal.pthread_sigmask(signal.SIG_BLOCK, wake)
         try:
             while True:
-                if (self.jobdir / REMOVED).exists():
+                if self.marked(REMOVED):
                     return False
-                if not (self.jobdir / HELD).exists():
+                if not self.marked(HELD):
                     return True
                 signal.sigtimedwait(wake, 1.0)
         finally:  # the job must not inherit a blocked signal mask
@@ -135,6 +152,8 @@ class Supervisor:
         return inp, out, err
 
     def spawn(self) -> list[subprocess.Popen[bytes]]:
+        import subprocess  # here, not at the top: after the state file is written
+
         spec = self.spec
         workdir = spec["workdir"]
         env = dict(os.environ)
@@ -175,7 +194,7 @@ class Supervisor:
     def obey_late_marker(self, pgid: int) -> None:
         """Removed or held while we were starting: kill the group, or stop it."""
         for marker in (REMOVED, HELD):
-            if (self.jobdir / marker).exists():
+            if self.marked(marker):
                 with contextlib.suppress(OSError):
                     os.killpg(pgid, SIGNAL_FOR_MARKER[marker])
                 return
@@ -251,7 +270,7 @@ def _outcome(statuses: list[int]) -> dict[str, Any]:
     return {"exit_code": code, "exit_signal": None, "exit_reason": why}
 
 
-def daemonize(jobdir: Path) -> None:
+def daemonize(jobdir: str) -> None:
     """Double fork into a new session; the first parent exits at once."""
     if os.fork() > 0:
         os._exit(0)
@@ -260,7 +279,7 @@ def daemonize(jobdir: Path) -> None:
         os._exit(0)
     os.chdir("/")
     devnull = os.open(os.devnull, os.O_RDWR)
-    log = os.open(jobdir / LOG, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+    log = os.open(os.path.join(jobdir, LOG), os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
     os.dup2(devnull, 0)
     os.dup2(log, 1)
     os.dup2(log, 2)
@@ -275,7 +294,7 @@ def main(argv: list[str] | None = None) -> int:
     if len(args) != 1:
         print("usage: python -m gahp_lrms.fork_supervisor JOBDIR", file=sys.stderr)
         return 2
-    jobdir = Path(args[0]).resolve()
+    jobdir = os.path.realpath(args[0])
     daemonize(jobdir)
     supervisor = Supervisor(jobdir)
     try:
