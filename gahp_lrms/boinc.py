@@ -214,14 +214,6 @@ class BoincDriver(RegistryHolder, Driver):
         if recovering:
             self._bridge.start(self._recover(recovering))
 
-    @property
-    def _owner(self) -> str:
-        return self.owners.me
-
-    @property
-    def _owner_fd(self) -> int:
-        return self.owners.fd
-
     # ---- plumbing -----------------------------------------------------------------------------
 
     def _call(self, coro: Coroutine[Any, Any, T]) -> T:

@@ -105,7 +105,7 @@ def test_aclose_leaves_the_queued_jobs_to_the_next_process(tmp_path, emulator, s
     with pytest.raises(DriverError, match="stopping"):
         drv.submit(late)
     assert drv.status(ids[0]).status is JobStatus.IDLE  # from its record
-    os.close(drv._owner_fd)  # its process exits
+    os.close(drv.owners.fd)  # its process exits
     again = make_driver(tmp_path, emulator)
     wait_for(lambda: not any((again.queued_dir / j).exists() for j in ids))
     assert count(emulator, "workunit") == 3 and count(emulator, "batch") == 1

@@ -51,7 +51,7 @@ def die(drv: BoincDriver) -> None:
     """As if the driver's process were killed: its lock is free, its queue never flushed."""
     with drv._cond:
         drv._groups.clear()
-    os.close(drv._owner_fd)
+    os.close(drv.owners.fd)
 
 
 def count(emulator: EmulatorServer, table: str) -> int:
@@ -69,7 +69,7 @@ def test_restart_after_the_batch_got_in_does_not_submit_twice(tmp_path, emulator
         rec = json.loads(path.read_text())
         rec["state"] = "queued"
         path.write_text(json.dumps(rec))
-        (drv.queued_dir / job).write_text(drv._owner)
+        (drv.queued_dir / job).write_text(drv.owners.me)
     die(drv)
     again = make_driver(tmp_path, emulator)
     assert all(again.status(j).status is JobStatus.IDLE for j in ids)
@@ -133,6 +133,6 @@ def test_a_live_process_keeps_its_queued_jobs_a_dead_ones_are_taken_over(tmp_pat
     third = make_driver(tmp_path, emulator)
     assert [third.status(j).status for j in ids] == [JobStatus.IDLE] * 2  # taken over
     # The dead owner's lock file goes once its jobs are recovered: nothing more follows.
-    wait_for(lambda: not (third.owners_dir / first._owner).exists())
+    wait_for(lambda: not (third.owners_dir / first.owners.me).exists())
     assert not any((third.queued_dir / j).exists() for j in ids)
     assert count(emulator, "workunit") == 3 and count(emulator, "batch") == 2
