@@ -81,6 +81,8 @@ class Backend:
     remove: Callable[[str], None] = lambda _job: None
     run_as: str | None = None
     """The user the client runs as (None: this process's)."""
+    start_timeout: int = 3
+    """A ``job_startTimeout`` the job starts within, though its executable never connects."""
     python: str = sys.executable
     """The interpreter of the invoke servers and the recorder (one ``run_as`` may run)."""
 
@@ -183,7 +185,7 @@ def lsf_backend(env: dict[str, str]) -> Backend:
 
     return Backend("LSF", env, 4, "LSB_JOBID", state,
                    lambda job: _run([*as_user, str(bin_dir / "bkill"), job], env) and None,
-                   run_as=run_as, python=python)
+                   run_as=run_as, python=python, start_timeout=20)  # LSF dispatches slowly
 
 
 def backend_for(kind: str, batch_env: Callable[[str], dict[str, str] | None]) -> Backend:

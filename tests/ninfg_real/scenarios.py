@@ -184,7 +184,10 @@ def start_timeout(make_client: MakeClient, backend: Backend) -> None:
     with a timeout, the destruct cancels the job, nothing is left."""
     client = make_client(backend)
     client.invoke_lines.append("status_polling 1")
-    client.server_lines += ["job_startTimeout 3", "environment NG_T_DELAY=300"]
+    client.server_lines += [
+        f"job_startTimeout {backend.start_timeout}",
+        "environment NG_T_DELAY=300",
+    ]
     result = client.run("sync")
     assert result.rc != 0, result.stdout
     call = result.step("grpc_call")
