@@ -12,6 +12,7 @@ them fail instead.
 
 from __future__ import annotations
 
+import asyncio
 import os
 import pwd
 import shutil
@@ -26,7 +27,29 @@ from live_services import LSF_USER, lsf_job_user, unavailable
 
 from gahp_core.testing import wait_for
 from gahp_lrms import Driver, JobInfo, JobSpec, JobStatus, get_driver
+from gahp_lrms.boinc import BoincDriver
 from gahp_lrms.lsf import parse_lsf_conf
+
+
+def boinc_driver(
+    tmp_path: Path,
+    emulator: object,
+    loop: asyncio.AbstractEventLoop | None = None,
+    **settings: object,
+) -> BoincDriver:
+    """A boinc driver on the emulator ``emulator`` (its URL and authenticator), its state in
+    ``tmp_path/state``; ``settings`` are the driver's options.  The authenticator file
+    ``tmp_path/auth`` is written for a fresh state only: a test may change it for the next
+    driver on the same state."""
+    auth = tmp_path / "auth"
+    if not (tmp_path / "state").exists():
+        auth.write_text(emulator.authenticator + "\n")  # type: ignore[attr-defined]
+    config = {
+        "project_url": emulator.url,  # type: ignore[attr-defined]
+        "authenticator_file": str(auth),
+        **settings,
+    }
+    return BoincDriver(config, tmp_path / "state", loop=loop)
 
 TRICKY_ARGS: tuple[str, ...] = (
     "two words",

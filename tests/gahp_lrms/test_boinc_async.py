@@ -5,6 +5,7 @@ per-job exclusion keeps nothing of the jobs once their requests are answered."""
 from __future__ import annotations
 
 import asyncio
+import functools
 import os
 import threading
 from collections.abc import Iterator
@@ -12,11 +13,11 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
+from lrms_helpers import boinc_driver
 
 from gahp_boinc.emulator import EmulatorServer
 from gahp_core.testing import wait_for
 from gahp_lrms import DriverError, JobSpec, JobStatus
-from gahp_lrms.boinc import BoincDriver
 
 
 @pytest.fixture
@@ -38,23 +39,7 @@ def server_loop() -> Iterator[asyncio.AbstractEventLoop]:
     loop.close()
 
 
-def make_driver(
-    tmp_path: Path,
-    emulator: EmulatorServer,
-    loop: asyncio.AbstractEventLoop | None = None,
-    **extra: object,
-) -> BoincDriver:
-    auth = tmp_path / "auth"
-    auth.write_text(emulator.authenticator + "\n")
-    config = {
-        "project_url": emulator.url,
-        "authenticator_file": str(auth),
-        "retries": 0,
-        "batch_window_s": 0.2,
-        "status_interval": 0.2,
-        **extra,
-    }
-    return BoincDriver(config, tmp_path / "state", loop=loop)
+make_driver = functools.partial(boinc_driver, retries=0, batch_window_s=0.2, status_interval=0.2)
 
 
 def specs(work: Path, n: int) -> list[JobSpec]:

@@ -4,12 +4,14 @@ twice), and bulk status when one batch is gone."""
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import time
 from pathlib import Path
 
 import pytest
+from lrms_helpers import boinc_driver
 
 from gahp_boinc.emulator import EmulatorServer
 from gahp_core.testing import wait_for
@@ -24,18 +26,7 @@ def emulator(tmp_path):
         yield srv
 
 
-def make_driver(tmp_path: Path, emulator: EmulatorServer, **extra: object) -> BoincDriver:
-    auth = tmp_path / "auth"
-    auth.write_text(emulator.authenticator + "\n")
-    config = {
-        "project_url": emulator.url,
-        "authenticator_file": str(auth),
-        "retries": 1,
-        "batch_window_s": 0.3,
-        "status_interval": 0.5,
-        **extra,
-    }
-    return BoincDriver(config, tmp_path / "state")
+make_driver = functools.partial(boinc_driver, retries=1, batch_window_s=0.3, status_interval=0.5)
 
 
 def specs(work: Path, n: int, app: str = "uppercase") -> list[JobSpec]:

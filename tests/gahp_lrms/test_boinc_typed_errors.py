@@ -4,12 +4,14 @@ longer knows is cancelled all the same."""
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import time
 from pathlib import Path
 
 import pytest
+from lrms_helpers import boinc_driver
 
 from gahp_boinc.emulator import EmulatorServer
 from gahp_lrms import JobSpec, JobStatus
@@ -23,18 +25,7 @@ def emulator(tmp_path):
         yield srv
 
 
-def make_driver(tmp_path: Path, emulator: EmulatorServer, **extra: object) -> BoincDriver:
-    auth = tmp_path / "auth"
-    if not (tmp_path / "state").exists():
-        auth.write_text(emulator.authenticator + "\n")
-    config = {
-        "project_url": emulator.url,
-        "authenticator_file": str(auth),
-        "retries": 0,
-        "batch_window_s": 0.2,
-        **extra,
-    }
-    return BoincDriver(config, tmp_path / "state")
+make_driver = functools.partial(boinc_driver, retries=0, batch_window_s=0.2)
 
 
 def submit(drv: BoincDriver, work: Path, n: int) -> list[str]:
