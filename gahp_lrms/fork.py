@@ -125,6 +125,7 @@ class ForkDriver(Driver):
 
     # ------------------------------------------------------------------ Driver API
     def submit(self, spec: JobSpec) -> str:
+        self._reap()
         native_id = time.strftime("%Y%m%dT%H%M%S") + "-" + uuid.uuid4().hex[:12]
         jobdir = self.jobs_dir / native_id
         workdir = os.path.abspath(spec.workdir) if spec.workdir else os.getcwd()
@@ -180,7 +181,8 @@ class ForkDriver(Driver):
             self._launchers[native_id] = launcher
 
     def _reap(self) -> None:
-        """Collect the launchers that have exited; remember the ones that failed."""
+        """Collect the launchers that have exited (no zombie is left behind); remember the
+        ones that failed."""
         with self._launch_lock:
             for native_id, launcher in list(self._launchers.items()):
                 code = launcher.poll()
@@ -221,6 +223,7 @@ class ForkDriver(Driver):
             return 0.0
 
     def status(self, native_id: str) -> JobInfo:
+        self._reap()
         jobdir = self._jobdir(native_id)
         if not (jobdir / sup.SPEC).exists():
             return JobInfo(JobStatus.COMPLETED, exit_reason="unknown job: no record of it")

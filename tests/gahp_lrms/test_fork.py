@@ -335,3 +335,30 @@ def test_a_missing_interpreter_is_refused_at_submit(tmp_path):
     driver = get_driver("fork", {"python": str(tmp_path / "no-python")}, tmp_path / "state")
     with pytest.raises(DriverError, match="cannot start the fork supervisor"):
         driver.submit(JobSpec("/bin/true", ()))
+
+
+def _zombie_children() -> int:
+    """How many children of this process are zombies (exited, never waited for)."""
+    me = str(os.getpid())
+    count = 0
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            data = Path(f"/proc/{entry}/stat").read_bytes()
+        except OSError:
+            continue
+        fields = data[data.rindex(b")") + 2 :].split()
+        if fields[0] == b"Z" and fields[1].decode() == me:
+            count += 1
+    return count
+
+
+def test_launchers_are_reaped(fork_driver):
+    """Each job's launcher is a child of the driver's process: it is waited for, so a server
+    that runs thousands of jobs keeps no zombie of theirs."""
+    before = _zombie_children()
+    ids = [fork_driver.submit(JobSpec("/bin/true", ())) for _ in range(5)]
+    for jid in ids:
+        assert wait_status(fork_driver, jid, *DONE).exit_code == 0
+    assert _zombie_children() <= before
