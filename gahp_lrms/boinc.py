@@ -143,17 +143,6 @@ class _Place:
         return cls(rec.project_url, rec.authenticator_file, rec.batch)
 
 
-class _GroupsOnLoop:
-    """``drv._groups.clear()`` of tests written for the threaded driver: drop the planned
-    groups (as if the process died before submitting them)."""
-
-    def __init__(self, driver: BoincDriver) -> None:
-        self._driver = driver
-
-    def clear(self) -> None:
-        self._driver._call(self._driver._abandon_queue())
-
-
 class BoincDriver(RegistryHolder, Driver):
     """Jobs on a BOINC project through its remote-submission RPCs."""
 
@@ -828,18 +817,14 @@ class BoincDriver(RegistryHolder, Driver):
             raise DriverError(f"BOINC job {job} is still being submitted")
         return rec
 
-    async def _abandon_queue(self) -> None:
+    def _abandon_queue(self) -> None:
         """Drop the groups not yet submitted, as if this process had died (for tests):
         their jobs stay queued on disk, for the next process."""
-        self.planner.clear()
 
-    # tests written for the threaded driver "kill" it with ``with drv._cond:
-    # drv._groups.clear()``
-    _cond = contextlib.nullcontext()
+        async def clear() -> None:
+            self.planner.clear()
 
-    @property
-    def _groups(self) -> _GroupsOnLoop:
-        return _GroupsOnLoop(self)
+        self._call(clear())
 
     async def aclose(self) -> None:
         """Stop: cancel the BOINC calls still waiting (their requests fail) and leave the

@@ -195,18 +195,16 @@ class ForkDriver(Driver):
         self, native_id: str, jobdir: Path, removed: bool = False, held: bool = False
     ) -> JobInfo:
         """The status of a job whose supervisor has not written its state yet."""
+        if removed:
+            return JobInfo(JobStatus.REMOVED, exit_reason="removed by request")
         self._reap()
         with self._launch_lock:
             launching = native_id in self._launchers
             failed = self._failed_launches.get(native_id)
         if failed is None and (launching or self._launch_age(jobdir) < self.start_timeout_s):
-            if removed:
-                return JobInfo(JobStatus.REMOVED, exit_reason="removed by request")
             if held:
                 return JobInfo(JobStatus.HELD, hold_reason="held by request")
             return JobInfo(JobStatus.IDLE)
-        if removed:
-            return JobInfo(JobStatus.REMOVED, exit_reason="removed by request")
         log = _tail(jobdir / sup.LOG)
         what = f"exit status {failed}" if failed is not None else "no state"
         return JobInfo(

@@ -44,6 +44,15 @@ def test_v1_args_and_env_and_default_gridtype():
         ('[ Cmd = "/x"; gridtype = "fork"; Iwd = "rel" ]', "absolute"),
         ('[ Cmd = "/x"; gridtype = "fork"; Queue = 1 + "a" ]', "ERROR"),
         ('[ Cmd = "/x"; gridtype = "fork"; TransferInput = "/nonexistent/f" ]', "does not exist"),
+        ('[ Cmd = "/x"; gridtype = "fork"; x509UserProxy = "p" ]', "relative and Iwd"),
+        ('[ Cmd = "/x"; gridtype = "fork"; TransferInput = "rel/f" ]', "rel/f .* not exist"),
+        ('[ Cmd = "/x"; gridtype = "fork"; Env = "A" ]', "'A' is not NAME=value"),
+        # the first problem in the order the attributes are read
+        ('[ Iwd = "rel"; gridtype = "fork" ]', "Cmd"),
+        ('[ Cmd = "/x"; gridtype = "fork"; Iwd = "rel"; Arguments = "\'" ]', "absolute"),
+        ('[ Cmd = "/x"; gridtype = "fork"; Arguments = "\'"; NodeNumber = -1 ]', "quote"),
+        ('[ Cmd = "/x"; gridtype = "fork"; NodeNumber = -1; Queue = 1 ]', "NodeNumber"),
+        ('[ Cmd = "/x"; gridtype = "fork"; TransferInput = "/no/f"; Queue = 1 ]', "not exist"),
     ],
 )
 def test_bad_submit_ads(text, msg):
@@ -121,25 +130,6 @@ def test_relative_proxy_and_inputs_are_in_iwd_and_expressions_kept(tmp_path):
     assert ad.spec.queue == "q1" and dict(ad.spec.options) == {"project_url": "http://p/"}
     absent = parse_submit_ad('[ Cmd = "/x"; gridtype = "pbs"; x509UserProxy = "/no/such" ]')
     assert absent.proxy == "/no/such" and "X509_USER_PROXY" not in absent.spec.environment
-
-
-@pytest.mark.parametrize(
-    "text,msg",
-    [
-        ('[ Cmd = "/x"; gridtype = "fork"; x509UserProxy = "p" ]', "relative and Iwd"),
-        ('[ Cmd = "/x"; gridtype = "fork"; TransferInput = "rel/f" ]', "rel/f .* not exist"),
-        ('[ Cmd = "/x"; gridtype = "fork"; Env = "A" ]', "'A' is not NAME=value"),
-        # the first problem in the order the attributes are read
-        ('[ Iwd = "rel"; gridtype = "fork" ]', "Cmd"),
-        ('[ Cmd = "/x"; gridtype = "fork"; Iwd = "rel"; Arguments = "\'" ]', "absolute"),
-        ('[ Cmd = "/x"; gridtype = "fork"; Arguments = "\'"; NodeNumber = -1 ]', "quote"),
-        ('[ Cmd = "/x"; gridtype = "fork"; NodeNumber = -1; Queue = 1 ]', "NodeNumber"),
-        ('[ Cmd = "/x"; gridtype = "fork"; TransferInput = "/no/f"; Queue = 1 ]', "not exist"),
-    ],
-)
-def test_more_bad_submit_ads(text, msg):
-    with pytest.raises(SubmitError, match=msg):
-        parse_submit_ad(text)
 
 
 def test_v2_attributes_win_over_v1():

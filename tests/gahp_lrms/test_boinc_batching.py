@@ -40,8 +40,7 @@ def specs(work: Path, n: int, app: str = "uppercase") -> list[JobSpec]:
 
 def die(drv: BoincDriver) -> None:
     """As if the driver's process were killed: its lock is free, its queue never flushed."""
-    with drv._cond:
-        drv._groups.clear()
+    drv._abandon_queue()
     os.close(drv.owners.fd)
 
 

@@ -50,8 +50,7 @@ def test_recovered_jobs_are_held_at_once_when_the_project_cannot_be_addressed(
 ):
     drv = make_driver(tmp_path, emulator, batch_window_s=60)
     ids = submit(drv, tmp_path / "work", 2)
-    with drv._cond:  # as if its process were killed before the batch was submitted
-        drv._groups.clear()
+    drv._abandon_queue()  # as if its process were killed before the batch was submitted
     os.close(drv.owners.fd)
     if auth == "refused":
         (tmp_path / "auth").write_text("f" * 32 + "\n")

@@ -6,6 +6,7 @@ import json
 import os
 import signal
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -17,8 +18,8 @@ from gahp_lrms.fork import ForkDriver
 DONE = (JobStatus.COMPLETED, JobStatus.REMOVED)
 
 
-def _pids_of_group(pgid: int) -> list[int]:
-    found = []
+def _processes() -> Iterator[tuple[int, bytes, int, int]]:
+    """(pid, state, parent pid, process group) of every process in /proc."""
     for entry in os.listdir("/proc"):
         if not entry.isdigit():
             continue
@@ -27,9 +28,11 @@ def _pids_of_group(pgid: int) -> list[int]:
         except OSError:
             continue
         fields = data[data.rindex(b")") + 2 :].split()
-        if int(fields[2]) == pgid and fields[0] not in (b"Z", b"X"):
-            found.append(int(entry))
-    return found
+        yield int(entry), fields[0], int(fields[1]), int(fields[2])
+
+
+def _pids_of_group(pgid: int) -> list[int]:
+    return [pid for pid, st, _, grp in _processes() if grp == pgid and st not in (b"Z", b"X")]
 
 
 def _state(driver: ForkDriver, native_id: str) -> dict:
@@ -339,19 +342,8 @@ def test_a_missing_interpreter_is_refused_at_submit(tmp_path):
 
 def _zombie_children() -> int:
     """How many children of this process are zombies (exited, never waited for)."""
-    me = str(os.getpid())
-    count = 0
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            data = Path(f"/proc/{entry}/stat").read_bytes()
-        except OSError:
-            continue
-        fields = data[data.rindex(b")") + 2 :].split()
-        if fields[0] == b"Z" and fields[1].decode() == me:
-            count += 1
-    return count
+    me = os.getpid()
+    return sum(1 for _, st, parent, _ in _processes() if st == b"Z" and parent == me)
 
 
 def test_launchers_are_reaped(fork_driver):
