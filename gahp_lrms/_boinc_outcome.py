@@ -4,13 +4,16 @@ fetched outputs moved into the Iwd, the Err file of a failure."""
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
+import random
 import shutil
+import stat
 from collections.abc import Sequence
 from pathlib import Path
 
-from gahp_boinc import CompletedJob, JobDetail
+from gahp_boinc import CompletedJob, JobDetail, UnsafeOutput, check_output_name, open_inside
 from gahp_lrms._boinc_store import JobRecord, JobState
 from gahp_lrms.model import JobInfo, JobStatus
 
@@ -69,13 +72,44 @@ def _failure_error(done: CompletedJob | None, detail: JobDetail | None) -> str:
 
 def deliver_outputs(stage: Path, workdir: Path, stdout: Path | None, first: str | None) -> None:
     """Move fetched outputs from ``stage`` into the Iwd, each file in one rename; Out gets a
-    copy of the ``first`` output."""
-    if stdout is not None and first is not None and (stage / first).is_file():
-        shutil.copyfile(stage / first, stdout)
-    for path in sorted(p for p in stage.rglob("*") if p.is_file()):
-        dest = workdir / path.relative_to(stage)
-        dest.parent.mkdir(parents=True, exist_ok=True)
-        os.replace(path, dest)
+    copy of the ``first`` output.
+
+    ``first`` comes from the server: it must be a plain file name, and only a regular file
+    inside ``stage`` is read (never through a link); links and other non-files in ``stage``
+    are left there. :class:`~gahp_boinc.UnsafeOutput` otherwise.
+    """
+    root = stage.resolve()
+    if stdout is not None and first is not None:
+        fd = open_inside(root, check_output_name(first))
+        if fd is not None:
+            _copy_to(fd, stdout)
+    for dirpath, _dirs, files in os.walk(root):  # never into a linked directory
+        for name in sorted(files):
+            path = Path(dirpath, name)
+            if not stat.S_ISREG(os.lstat(path).st_mode):
+                log.warning("output %s is not a regular file: not delivered", path)
+                continue
+            dest = workdir / path.relative_to(root)
+            if not dest.parent.resolve().is_relative_to(workdir.resolve()):
+                raise UnsafeOutput(f"output {dest} would land outside {workdir}")
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            os.replace(path, dest)
+
+
+def _copy_to(fd: int, dest: Path) -> None:
+    """Copy the open file ``fd`` (closed here) to ``dest`` through a new temporary file
+    beside it (not world-writable, never through a planted link) and a rename."""
+    tmp = dest.with_name(f".{dest.name}.part-{os.getpid()}-{random.getrandbits(32):08x}")
+    try:
+        with open(fd, "rb") as src:
+            out = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
+            with open(out, "wb") as fh:
+                shutil.copyfileobj(src, fh)
+        os.replace(tmp, dest)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+        raise
 
 
 def write_err(rec: JobRecord, reason: str, stderr: str) -> None:
