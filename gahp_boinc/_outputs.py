@@ -240,7 +240,9 @@ def _unpack(
     limits = req.limits
     infos = zf.infolist()
     if len(infos) > limits.max_members:
-        raise UnsafeOutput(f"{what} has {len(infos)} entries, more than {limits.max_members}")
+        raise UnsafeOutput(
+            f"{what} has {len(infos)} entries, more than the limit of {limits.max_members}"
+        )
     root = iwd.resolve()
     chosen: list[tuple[zipfile.ZipInfo, Path]] = []
     for m in infos:
@@ -257,7 +259,7 @@ def _unpack(
     declared = sum(m.file_size for m, _ in chosen)
     if declared > limits.max_bytes:
         raise UnsafeOutput(
-            f"{what} declares {declared} bytes, more than the limit of {limits.max_bytes}"
+            f"{what} declares {declared} bytes, more than the limit of {limits.max_bytes} bytes"
         )
     made: list[Path] = []  # directories made for members, deepest last
     parts: list[tuple[str, Path]] = []
