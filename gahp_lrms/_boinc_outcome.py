@@ -10,8 +10,9 @@ import os
 import random
 import shutil
 import stat
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import BinaryIO
 
 from gahp_boinc import CompletedJob, JobDetail, UnsafeOutput, check_output_name, open_inside
 from gahp_lrms._boinc_store import JobRecord, JobState
@@ -97,14 +98,19 @@ def deliver_outputs(stage: Path, workdir: Path, stdout: Path | None, first: str 
 
 
 def _copy_to(fd: int, dest: Path) -> None:
-    """Copy the open file ``fd`` (closed here) to ``dest`` through a new temporary file
-    beside it (not world-writable, never through a planted link) and a rename."""
+    """Copy the open file ``fd`` (closed here) to ``dest``, as :func:`_write_new` does."""
+    with open(fd, "rb") as src:
+        _write_new(dest, lambda fh: shutil.copyfileobj(src, fh))
+
+
+def _write_new(dest: Path, write: Callable[[BinaryIO], object]) -> None:
+    """``dest`` written by ``write`` into a new temporary file beside it (mode 0644 less
+    the umask, never through a planted link) and renamed over it."""
     tmp = dest.with_name(f".{dest.name}.part-{os.getpid()}-{random.getrandbits(32):08x}")
     try:
-        with open(fd, "rb") as src:
-            out = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
-            with open(out, "wb") as fh:
-                shutil.copyfileobj(src, fh)
+        out = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
+        with open(out, "wb") as fh:
+            write(fh)
         os.replace(tmp, dest)
     except BaseException:
         with contextlib.suppress(FileNotFoundError):
@@ -119,7 +125,8 @@ def write_err(rec: JobRecord, reason: str, stderr: str) -> None:
         return
     err = job_path(Path(rec.workdir), rec.stderr)
     text = stderr if stderr.endswith("\n") or not stderr else stderr + "\n"
+    data = f"{text}{reason} (job {rec.job})\n".encode("utf-8", "replace")
     try:
-        err.write_text(f"{text}{reason} (job {rec.job})\n")
+        _write_new(err, lambda fh: fh.write(data))
     except OSError as exc:
         log.warning("cannot write the Err file %s of job %s: %s", err, rec.job, exc)

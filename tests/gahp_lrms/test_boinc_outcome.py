@@ -120,6 +120,16 @@ def test_out_is_written_without_following_a_link_at_its_path(tmp_path):
     assert (work / "job.out").stat().st_mode & 0o022 == 0
 
 
+def test_the_err_file_is_written_without_following_a_link_at_its_path(tmp_path):
+    _stage, work, key = _victim(tmp_path)
+    (work / "job.err").symlink_to(key)
+    failed = JobRecord(job="blah-0000000000000001", app="a", workdir=str(work), stderr="job.err")
+    write_err(failed, "BOINC job failed with exit status 3", "")
+    assert key.read_text() == "PRIVATE KEY\n"
+    assert not (work / "job.err").is_symlink()
+    assert (work / "job.err").read_text().startswith("BOINC job failed with exit status 3")
+
+
 def test_the_err_file_has_the_instances_stderr_then_the_reason(tmp_path):
     failed = JobRecord(
         job="blah-0000000000000001", app="a", workdir=str(tmp_path), stderr="job.err"
