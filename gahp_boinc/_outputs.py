@@ -195,6 +195,8 @@ async def _fetch_zip(
                 _unpack(zf, what, req, iwd, renames)
         except zipfile.BadZipFile as exc:
             raise RpcError(f"{what} is not a valid zip: {exc}") from None
+        except OSError as exc:  # e.g. a member named as a directory another one needs
+            raise OutputError(f"{what} cannot be unpacked: {exc}") from None
     finally:
         with contextlib.suppress(FileNotFoundError):
             tmp.unlink()

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from gahp_boinc import ArchiveLimits, FetchRequest, UnsafeOutput
+from gahp_boinc import ArchiveLimits, FetchRequest, OutputError, UnsafeOutput
 from gahp_boinc._outputs import fetch_output
 from gahp_boinc._rpc import CompletedJob, Project, Templates
 
@@ -145,6 +145,13 @@ def test_a_member_under_a_planted_link_is_refused(tmp_path):
     with pytest.raises(UnsafeOutput, match="leads out of"):
         fetch(_Rpc(("out.zip",), archive=zip_of(("sub/x", b"x"))), iwd)
     assert not (tmp_path / "x").exists()
+
+
+def test_members_that_cannot_all_be_placed_leave_nothing(tmp_path):
+    # "sub" is a file and the directory of "sub/x": one of them cannot be placed
+    with pytest.raises(OutputError, match="cannot be unpacked"):
+        fetch(_Rpc(("out.zip",), archive=zip_of(("sub", b"f"), ("sub/x", b"x"))), tmp_path)
+    assert left(tmp_path) == set()
 
 
 def test_an_archive_within_the_limits_is_unpacked(tmp_path):
