@@ -71,6 +71,8 @@ class BoincSettings:
     """Bytes a zip output may unpack to (its members' total), declared or written."""
     output_archive_max_members: int = setting(positive_int, 10_000)
     """Entries a zip output may hold."""
+    output_archive_max_ratio: int = setting(positive_int, 100)
+    """Bytes a zip output may unpack to per byte of its own, beyond 16 MiB."""
 
 
 _ENV: dict[str, tuple[str, Callable[[str], Any]]] = {
@@ -83,6 +85,7 @@ _ENV: dict[str, tuple[str, Callable[[str], Any]]] = {
     "command_timeout": ("BOINC_GAHP_COMMAND_TIMEOUT", from_text),
     "output_archive_max_bytes": ("BOINC_GAHP_OUTPUT_ARCHIVE_MAX_BYTES", from_text),
     "output_archive_max_members": ("BOINC_GAHP_OUTPUT_ARCHIVE_MAX_MEMBERS", from_text),
+    "output_archive_max_ratio": ("BOINC_GAHP_OUTPUT_ARCHIVE_MAX_RATIO", from_text),
 }
 """The environment variable of each key that has one, and how its text is read (each but
 lease_seconds and the output_archive limits also has a command-line option,
@@ -129,5 +132,6 @@ def load_config(options: argparse.Namespace) -> BoincConfig:
         archive_limits=ArchiveLimits(
             max_bytes=settings.output_archive_max_bytes,
             max_members=settings.output_archive_max_members,
+            max_ratio=settings.output_archive_max_ratio,
         ),
     )

@@ -29,13 +29,27 @@ log = logging.getLogger("gahp.boinc.outputs")
 
 @attrs.frozen
 class ArchiveLimits:
-    """Bounds on unpacking a zip output: the bytes written for its members and its number
-    of entries. Both the sizes its headers declare and the bytes actually written count."""
+    """Bounds on unpacking a zip output: the bytes written for its members, in all and
+    against the archive's own size, and its number of entries. Both the sizes its headers
+    declare and the bytes actually written count."""
 
     max_bytes: int = 4 << 30
     """Total uncompressed bytes of the members unpacked (default 4 GiB)."""
     max_members: int = 10_000
     """Entries (files and directories) in the archive."""
+    max_ratio: int = 100
+    """Uncompressed bytes per byte of the archive, beyond ``ratio_floor`` (a zip bomb
+    inflates a thousandfold; real outputs rarely a hundredfold)."""
+    ratio_floor: int = 16 << 20
+    """Bytes any archive may unpack to whatever its ratio (16 MiB)."""
+
+    def cap(self, archive_size: int) -> tuple[int, str]:
+        """The most bytes an archive of ``archive_size`` bytes may unpack to, and that
+        limit in words."""
+        by_ratio = max(self.ratio_floor, self.max_ratio * archive_size)
+        if by_ratio < self.max_bytes:
+            return by_ratio, f"{self.max_ratio} times its own {archive_size} bytes"
+        return self.max_bytes, f"{self.max_bytes} bytes"
 
 
 @attrs.frozen
@@ -192,7 +206,7 @@ async def _fetch_zip(
         _check_entry_count(tmp, what, req.limits)
         try:
             with zipfile.ZipFile(tmp) as zf:
-                _unpack(zf, what, req, iwd, renames)
+                _unpack(zf, what, req, iwd, renames, tmp.stat().st_size)
         except zipfile.BadZipFile as exc:
             raise RpcError(f"{what} is not a valid zip: {exc}") from None
         except OSError as exc:  # e.g. a member named as a directory another one needs
@@ -234,7 +248,12 @@ def _check_entry_count(path: Path, what: str, limits: ArchiveLimits) -> None:
 
 
 def _unpack(
-    zf: zipfile.ZipFile, what: str, req: FetchRequest, iwd: Path, renames: dict[str, Path]
+    zf: zipfile.ZipFile,
+    what: str,
+    req: FetchRequest,
+    iwd: Path,
+    renames: dict[str, Path],
+    archive_size: int,
 ) -> None:
     """Unpack the members ``req`` asks for, each through a temporary file beside its
     destination, renamed into place only once every member is written within the limits;
@@ -258,11 +277,10 @@ def _unpack(
         dest = renames.get(m.filename, iwd / m.filename)
         if not _discard(dest):
             chosen.append((m, dest))
+    cap, words = limits.cap(archive_size)
     declared = sum(m.file_size for m, _ in chosen)
-    if declared > limits.max_bytes:
-        raise UnsafeOutput(
-            f"{what} declares {declared} bytes, more than the limit of {limits.max_bytes} bytes"
-        )
+    if declared > cap:
+        raise UnsafeOutput(f"{what} declares {declared} bytes, more than the limit of {words}")
     made: list[Path] = []  # directories made for members, deepest last
     parts: list[tuple[str, Path]] = []
     try:
@@ -271,7 +289,7 @@ def _unpack(
             _make_parents(dest.parent, made)
             part = part_path(dest)
             parts.append((part, dest))
-            written += _copy_member(zf, m, part, what, limits.max_bytes - written, limits.max_bytes)
+            written += _copy_member(zf, m, part, what, cap - written, words)
         for part, dest in parts:
             os.replace(part, dest)
         parts.clear()
@@ -297,7 +315,7 @@ def _make_parents(directory: Path, made: list[Path]) -> None:
 
 
 def _copy_member(
-    zf: zipfile.ZipFile, m: zipfile.ZipInfo, part: str, what: str, budget: int, limit: int
+    zf: zipfile.ZipFile, m: zipfile.ZipInfo, part: str, what: str, budget: int, limit: str
 ) -> int:
     """Write member ``m`` to the new file ``part`` (never through a planted link, not
     world-writable); its size. Refused once it passes ``budget`` (what is left of the
@@ -310,9 +328,7 @@ def _copy_member(
                 while chunk := src.read(1 << 16):
                     size += len(chunk)
                     if size > budget:
-                        raise UnsafeOutput(
-                            f"{what} unpacks to more than the limit of {limit} bytes"
-                        )
+                        raise UnsafeOutput(f"{what} unpacks to more than the limit of {limit}")
                     if size > m.file_size:
                         raise UnsafeOutput(
                             f"{what}: member {m.filename!r} holds more than the "

@@ -171,7 +171,9 @@ class BoincDriver(RegistryHolder, Driver):
         self.batch_max_jobs = cfg.batch_max_jobs
         self.submit_attempts = cfg.submit_attempts
         self.archive_limits = ArchiveLimits(
-            max_bytes=cfg.output_archive_max_bytes, max_members=cfg.output_archive_max_members
+            max_bytes=cfg.output_archive_max_bytes,
+            max_members=cfg.output_archive_max_members,
+            max_ratio=cfg.output_archive_max_ratio,
         )
         self._registry_settings(cfg, "BOINC project")
         verify: bool | str = True

@@ -190,3 +190,5 @@ class BoincDriverConfig(RegistryConfig):
     """Bytes a zip output may unpack to (its members' total), declared or written."""
     output_archive_max_members: int = setting(positive_int, 10_000)
     """Entries a zip output may hold."""
+    output_archive_max_ratio: int = setting(positive_int, 100)
+    """Bytes a zip output may unpack to per byte of its own, beyond 16 MiB."""

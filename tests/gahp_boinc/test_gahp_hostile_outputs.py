@@ -93,12 +93,14 @@ def test_a_hostile_output_name_is_an_error(tmp_path, emulator, name, canonical):
             {"BOINC_GAHP_OUTPUT_ARCHIVE_MAX_BYTES": str(4 * MiB)},
             "more than the limit of 4194304 bytes",
         ),
+        # 64 MiB of zeros in a 64 KiB zip: over the default ratio (100 times the archive)
+        (zip_of(("bomb", bytes(64 * MiB))), {}, "more than the limit of 100 times its own"),
         # 10,001 entries, over the default limit of 10,000
         (zip_of(*((f"d/{i}", b"") for i in range(10_001))), {}, "more than the limit of 10000"),
         (zip_of(("a", b"a"), (link("key"), b"/home/victim/.ssh/id_rsa")), {}, "symbolic link"),
         (zip_of(("a", b"a"), ("../../escape", b"x")), {}, "not a file name"),
     ],
-    ids=["size", "entries", "symlink", "dotdot"],
+    ids=["size", "ratio", "entries", "symlink", "dotdot"],
 )
 def test_a_hostile_zip_output_is_an_error_and_leaves_nothing(tmp_path, emulator, archive, env, why):
     gahp = run_job(tmp_path, emulator, "zipper", env)

@@ -88,6 +88,26 @@ def test_a_zip_bomb_by_size_is_refused_and_leaves_nothing(tmp_path):
     assert left(tmp_path) == set()  # neither the small member nor a part of the bomb
 
 
+def test_a_zip_bomb_by_ratio_is_refused_with_the_default_limits(tmp_path):
+    # reproduction 8: a zip of a few tens of KiB wrote hundreds of MiB
+    bomb = zip_of(("bomb", bytes(64 * MiB)))
+    assert len(bomb) < 100 * 1024
+    with pytest.raises(UnsafeOutput, match=f"more than the limit of 100 times its own {len(bomb)}"):
+        fetch(_Rpc(("out.zip",), archive=bomb), tmp_path)
+    assert left(tmp_path) == set()
+
+
+def test_the_ratio_limit_spares_small_archives_and_follows_its_setting(tmp_path):
+    tight = zip_of(("zeros", bytes(8 * MiB)))  # a thousandfold, under the 16 MiB floor
+    (tmp_path / "a").mkdir()
+    fetch(_Rpc(("out.zip",), archive=tight), tmp_path / "a")
+    assert (tmp_path / "a" / "zeros").stat().st_size == 8 * MiB
+    (tmp_path / "b").mkdir()
+    bomb = zip_of(("bomb", bytes(32 * MiB)))
+    fetch(_Rpc(("out.zip",), archive=bomb), tmp_path / "b", ArchiveLimits(max_ratio=10_000))
+    assert (tmp_path / "b" / "bomb").stat().st_size == 32 * MiB
+
+
 def test_a_zip_bomb_by_entry_count_is_refused_with_the_default_limits(tmp_path):
     many = zip_of(*((f"d/{i}", b"") for i in range(10_001)))
     with pytest.raises(UnsafeOutput, match="10001 entries, more than the limit of 10000"):
