@@ -28,6 +28,7 @@ from gahp_boinc._errors import (
     OutputError,
     RpcError,
     StagingError,
+    UnsafeOutput,
 )
 from gahp_core import __version__
 
@@ -39,7 +40,7 @@ if TYPE_CHECKING:
         SyncBoincClient,
         check_job,
     )
-    from gahp_boinc._outputs import FetchRequest
+    from gahp_boinc._outputs import ArchiveLimits, FetchRequest
     from gahp_boinc._rpc import (
         BATCH_STATES,
         BatchDetail,
@@ -53,12 +54,14 @@ if TYPE_CHECKING:
         Project,
         Templates,
     )
+    from gahp_boinc._safe_names import check_output_name, open_inside
     from gahp_boinc._staging import md5_file, physical_name
     from gahp_boinc._submit import BoincJob, SubmitReport, SubmitRequest
 
 _LAZY = {
     "gahp_boinc._client": ("BatchStates", "BoincClient", "Job", "SyncBoincClient", "check_job"),
-    "gahp_boinc._outputs": ("FetchRequest",),
+    "gahp_boinc._outputs": ("ArchiveLimits", "FetchRequest"),
+    "gahp_boinc._safe_names": ("check_output_name", "open_inside"),
     "gahp_boinc._rpc": (
         "BATCH_STATES",
         "BatchDetail",
@@ -80,6 +83,7 @@ _MODULE_OF = {name: module for module, names in _LAZY.items() for name in names}
 __all__ = [
     "BATCH_STATES",
     "AccessDenied",
+    "ArchiveLimits",
     "BadAuthenticator",
     "BatchDetail",
     "BatchInfo",
@@ -107,8 +111,11 @@ __all__ = [
     "SubmitRequest",
     "SyncBoincClient",
     "Templates",
+    "UnsafeOutput",
     "__version__",
     "check_job",
+    "check_output_name",
+    "open_inside",
     "md5_file",
     "physical_name",
 ]

@@ -15,6 +15,7 @@ from typing import Any
 
 import attrs
 
+from gahp_boinc._outputs import ArchiveLimits
 from gahp_boinc._rpc import Project
 from gahp_core import (
     from_text,
@@ -23,6 +24,7 @@ from gahp_core import (
     load_toml,
     non_negative_int,
     path,
+    positive_int,
     positive_number,
     read_secret_file,
     setting,
@@ -42,6 +44,7 @@ class BoincConfig:
     lease_seconds: float = 3600.0
     retries: int = 4
     command_deadline: float = 290.0
+    archive_limits: ArchiveLimits = ArchiveLimits()
 
     def default_project(self) -> Project | None:
         if not self.project_url or not self.authenticator:
@@ -64,6 +67,12 @@ class BoincSettings:
     lease_seconds: float = setting(positive_number, 3600.0)
     retries: int = setting(non_negative_int, 4)
     command_timeout: float = setting(positive_number, 290.0)
+    output_archive_max_bytes: int = setting(positive_int, 4 << 30)
+    """Bytes a zip output may unpack to (its members' total), declared or written."""
+    output_archive_max_members: int = setting(positive_int, 10_000)
+    """Entries a zip output may hold."""
+    output_archive_max_ratio: int = setting(positive_int, 100)
+    """Bytes a zip output may unpack to per byte of its own, beyond 16 MiB."""
 
 
 _ENV: dict[str, tuple[str, Callable[[str], Any]]] = {
@@ -74,9 +83,13 @@ _ENV: dict[str, tuple[str, Callable[[str], Any]]] = {
     "insecure": ("BOINC_GAHP_INSECURE", from_text),
     "retries": ("BOINC_GAHP_RETRIES", from_text),
     "command_timeout": ("BOINC_GAHP_COMMAND_TIMEOUT", from_text),
+    "output_archive_max_bytes": ("BOINC_GAHP_OUTPUT_ARCHIVE_MAX_BYTES", from_text),
+    "output_archive_max_members": ("BOINC_GAHP_OUTPUT_ARCHIVE_MAX_MEMBERS", from_text),
+    "output_archive_max_ratio": ("BOINC_GAHP_OUTPUT_ARCHIVE_MAX_RATIO", from_text),
 }
 """The environment variable of each key that has one, and how its text is read (each but
-lease_seconds also has a command-line option, ``--project-url`` & co.)."""
+lease_seconds and the output_archive limits also has a command-line option,
+``--project-url`` & co.)."""
 
 
 def load_settings_from(options: argparse.Namespace) -> BoincSettings:
@@ -116,4 +129,9 @@ def load_config(options: argparse.Namespace) -> BoincConfig:
         lease_seconds=settings.lease_seconds,
         retries=settings.retries,
         command_deadline=settings.command_timeout,
+        archive_limits=ArchiveLimits(
+            max_bytes=settings.output_archive_max_bytes,
+            max_members=settings.output_archive_max_members,
+            max_ratio=settings.output_archive_max_ratio,
+        ),
     )

@@ -19,7 +19,8 @@ class BoincError(Exception):
 
     Subclasses: :class:`RpcError` (the server or the network, with a subclass for each
     refusal a caller may act on), :class:`StagingError` (an input or argument that cannot
-    be sent), :class:`OutputError` (outputs that cannot be placed).
+    be sent), :class:`OutputError` (outputs that cannot be placed; :class:`UnsafeOutput`
+    when the server's names or archive are refused).
     """
 
 
@@ -86,6 +87,13 @@ class StagingError(BoincError):
 
 class OutputError(BoincError):
     """A local problem placing outputs (bad destination, unsafe name)."""
+
+
+class UnsafeOutput(OutputError):
+    """The server's outputs are refused, whatever the destination: a file name that is not
+    a plain relative name (absolute, ``..``, control characters, too long), an archive
+    member that is a link or escapes the directory, an archive over the size or member
+    limits or whose data does not match its headers."""
 
 
 _BATCH = re.compile(r"^no batch(?: named)? (\S.*)$")

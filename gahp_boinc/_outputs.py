@@ -1,4 +1,9 @@
-"""BOINC_FETCH_OUTPUT: stderr, output files and renames, written safely into place."""
+"""BOINC_FETCH_OUTPUT: stderr, output files and renames, written safely into place.
+
+The server's output names are checked (:mod:`gahp_boinc._safe_names`) before any use, and
+a zip output is unpacked within :class:`ArchiveLimits`: nothing of a refused archive is
+left behind.
+"""
 
 from __future__ import annotations
 
@@ -7,16 +12,44 @@ import logging
 import os
 import posixpath
 import random
-import shutil
+import stat
+import struct
 import zipfile
+import zlib
 from pathlib import Path
 
 import attrs
 
-from gahp_boinc._errors import OutputError, RpcError
+from gahp_boinc._errors import OutputError, RpcError, UnsafeOutput
 from gahp_boinc._rpc import BoincRpc, CompletedJob, Project, part_path
+from gahp_boinc._safe_names import check_member_path, check_output_name, inside
 
 log = logging.getLogger("gahp.boinc.outputs")
+
+
+@attrs.frozen
+class ArchiveLimits:
+    """Bounds on unpacking a zip output: the bytes written for its members, in all and
+    against the archive's own size, and its number of entries. Both the sizes its headers
+    declare and the bytes actually written count."""
+
+    max_bytes: int = 4 << 30
+    """Total uncompressed bytes of the members unpacked (default 4 GiB)."""
+    max_members: int = 10_000
+    """Entries (files and directories) in the archive."""
+    max_ratio: int = 100
+    """Uncompressed bytes per byte of the archive, beyond ``ratio_floor`` (a zip bomb
+    inflates a thousandfold; real outputs rarely a hundredfold)."""
+    ratio_floor: int = 16 << 20
+    """Bytes any archive may unpack to whatever its ratio (16 MiB)."""
+
+    def cap(self, archive_size: int) -> tuple[int, str]:
+        """The most bytes an archive of ``archive_size`` bytes may unpack to, and that
+        limit in words."""
+        by_ratio = max(self.ratio_floor, self.max_ratio * archive_size)
+        if by_ratio < self.max_bytes:
+            return by_ratio, f"{self.max_ratio} times its own {archive_size} bytes"
+        return self.max_bytes, f"{self.max_bytes} bytes"
 
 
 @attrs.frozen
@@ -29,6 +62,7 @@ class FetchRequest:
     stderr_file: str
     mode: str  # "ALL" or "SOME"
     specs: tuple[tuple[str, str], ...]
+    limits: ArchiveLimits = ArchiveLimits()
 
 
 def resolve(iwd: Path, name: str) -> Path:
@@ -42,10 +76,9 @@ def _discard(path: Path) -> bool:
 
 
 def safe_logical_name(name: str) -> str:
-    """A logical output name from the server, refused if it could escape the directory."""
-    if not name or name in (".", "..") or "/" in name or "\\" in name or "\0" in name:
-        raise OutputError(f"unsafe output file name from the server: {name!r}")
-    return name
+    """A logical output name from the server, refused (:class:`UnsafeOutput`) unless it is
+    a plain file name."""
+    return check_output_name(name)
 
 
 def write_atomic(dest: Path, data: bytes) -> None:
@@ -93,6 +126,7 @@ async def fetch_output(
     iwd = Path(req.iwd)
     if not os.path.isdir(req.iwd or "."):
         raise OutputError(f"output directory {iwd} does not exist")
+    names = [safe_logical_name(n) for n in output_names] if output_names is not None else None
     done = await rpc.query_completed_job(req.project, req.job)
     write_atomic(resolve(iwd, req.stderr_file), done.stderr.encode("utf-8", "replace"))
     if done.canonical_resultid == 0:
@@ -100,9 +134,10 @@ async def fetch_output(
         return done
     if req.mode == "SOME" and not req.specs:
         return done
-    if output_names is None:
-        output_names = (await rpc.get_templates(req.project, job_name=req.job)).output_names
-    await _fetch_files(rpc, req, iwd, [safe_logical_name(n) for n in output_names])
+    if names is None:
+        templates = await rpc.get_templates(req.project, job_name=req.job)
+        names = [safe_logical_name(n) for n in templates.output_names]
+    await _fetch_files(rpc, req, iwd, names)
     return done
 
 
@@ -167,47 +202,141 @@ async def _fetch_zip(
     tmp = iwd / f".{zip_name}.download-{os.getpid()}-{random.getrandbits(32):08x}"
     try:
         await rpc.download_output(req.project, req.job, 0, tmp)
+        what = f"output archive {zip_name} of {req.job}"
+        _check_entry_count(tmp, what, req.limits)
         try:
             with zipfile.ZipFile(tmp) as zf:
-                members = [m for m in zf.infolist() if not m.is_dir()]
-                for m in members:
-                    name = m.filename
-                    target = (iwd / name).resolve()
-                    if (
-                        Path(name).is_absolute()
-                        or ".." in Path(name).parts
-                        or not _inside(target, iwd.resolve())
-                    ):
-                        raise OutputError(f"unsafe path in output archive: {name!r}")
-                for m in members:
-                    if req.mode == "SOME" and m.filename not in renames:
-                        continue
-                    dest = renames.get(m.filename, iwd / m.filename)
-                    if _discard(dest):
-                        continue
-                    dest.parent.mkdir(parents=True, exist_ok=True)
-                    part = dest.with_name(
-                        f".{dest.name}.part-{os.getpid()}-{random.getrandbits(32):08x}"
-                    )
-                    try:
-                        # A new file (never through a planted link), not world-writable.
-                        fd = os.open(part, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
-                        with zf.open(m) as src, os.fdopen(fd, "wb") as out:
-                            shutil.copyfileobj(src, out)
-                        os.replace(part, dest)
-                    finally:
-                        if part.exists():
-                            part.unlink()
-        except zipfile.BadZipFile:
-            raise RpcError(f"output archive {zip_name} of {req.job} is not a valid zip") from None
+                _unpack(zf, what, req, iwd, renames, tmp.stat().st_size)
+        except zipfile.BadZipFile as exc:
+            raise RpcError(f"{what} is not a valid zip: {exc}") from None
+        except OSError as exc:  # e.g. a member named as a directory another one needs
+            raise OutputError(f"{what} cannot be unpacked: {exc}") from None
     finally:
-        if tmp.exists():
+        with contextlib.suppress(FileNotFoundError):
             tmp.unlink()
 
 
-def _inside(path: Path, root: Path) -> bool:
+_EOCD = struct.Struct("<4s4H2LH")
+_ZIP64_LOCATOR = struct.Struct("<4sLQL")
+_ZIP64_EOCD = struct.Struct("<4sQ2H2L4Q")
+
+
+def _check_entry_count(path: Path, what: str, limits: ArchiveLimits) -> None:
+    """Refuse an archive whose end record declares more entries than the limit, before its
+    central directory is read into memory."""
+    with open(path, "rb") as fh:
+        size = fh.seek(0, os.SEEK_END)
+        tail_start = max(0, size - (_EOCD.size + 0xFFFF + _ZIP64_LOCATOR.size + _ZIP64_EOCD.size))
+        fh.seek(tail_start)
+        tail = fh.read()
+    at = tail.rfind(b"PK\x05\x06")
+    if at < 0 or len(tail) - at < _EOCD.size:
+        return  # not a zip: zipfile says so
+    entries = _EOCD.unpack_from(tail, at)[4]
+    loc = at - _ZIP64_LOCATOR.size
+    if entries == 0xFFFF and loc >= 0 and tail[loc : loc + 4] == b"PK\x06\x07":
+        offset = _ZIP64_LOCATOR.unpack_from(tail, loc)[2]
+        with open(path, "rb") as fh:
+            fh.seek(offset)
+            record = fh.read(_ZIP64_EOCD.size)
+        if len(record) == _ZIP64_EOCD.size and record[:4] == b"PK\x06\x06":
+            entries = _ZIP64_EOCD.unpack(record)[6]
+    if entries > limits.max_members:
+        raise UnsafeOutput(
+            f"{what} has {entries} entries, more than the limit of {limits.max_members}"
+        )
+
+
+def _unpack(
+    zf: zipfile.ZipFile,
+    what: str,
+    req: FetchRequest,
+    iwd: Path,
+    renames: dict[str, Path],
+    archive_size: int,
+) -> None:
+    """Unpack the members ``req`` asks for, each through a temporary file beside its
+    destination, renamed into place only once every member is written within the limits;
+    on any refusal nothing is left (temporary files, directories made for members)."""
+    limits = req.limits
+    infos = zf.infolist()
+    if len(infos) > limits.max_members:
+        raise UnsafeOutput(
+            f"{what} has {len(infos)} entries, more than the limit of {limits.max_members}"
+        )
+    root = iwd.resolve()
+    chosen: list[tuple[zipfile.ZipInfo, Path]] = []
+    for m in infos:
+        check_member_path(m.filename.removesuffix("/") if m.is_dir() else m.filename, what)
+        if stat.S_ISLNK(m.external_attr >> 16):
+            raise UnsafeOutput(f"{what}: member {m.filename!r} is a symbolic link")
+        if not inside(iwd / m.filename, root):
+            raise UnsafeOutput(f"{what}: member {m.filename!r} leads out of {iwd}")
+        if m.is_dir() or (req.mode == "SOME" and m.filename not in renames):
+            continue
+        dest = renames.get(m.filename, iwd / m.filename)
+        if not _discard(dest):
+            chosen.append((m, dest))
+    cap, words = limits.cap(archive_size)
+    declared = sum(m.file_size for m, _ in chosen)
+    if declared > cap:
+        raise UnsafeOutput(f"{what} declares {declared} bytes, more than the limit of {words}")
+    made: list[Path] = []  # directories made for members, deepest last
+    parts: list[tuple[str, Path]] = []
     try:
-        path.relative_to(root)
-    except ValueError:
-        return False
-    return True
+        written = 0
+        for m, dest in chosen:
+            _make_parents(dest.parent, made)
+            part = part_path(dest)
+            parts.append((part, dest))
+            written += _copy_member(zf, m, part, what, cap - written, words)
+        for part, dest in parts:
+            os.replace(part, dest)
+        parts.clear()
+    except BaseException:
+        for part, _ in parts:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(part)
+        for d in reversed(made):
+            with contextlib.suppress(OSError):
+                d.rmdir()
+        raise
+
+
+def _make_parents(directory: Path, made: list[Path]) -> None:
+    """``mkdir -p directory``, noting each directory made in ``made``."""
+    missing: list[Path] = []
+    while not directory.is_dir():
+        missing.append(directory)
+        directory = directory.parent
+    for d in reversed(missing):
+        d.mkdir()
+        made.append(d)
+
+
+def _copy_member(
+    zf: zipfile.ZipFile, m: zipfile.ZipInfo, part: str, what: str, budget: int, limit: str
+) -> int:
+    """Write member ``m`` to the new file ``part`` (never through a planted link, not
+    world-writable); its size. Refused once it passes ``budget`` (what is left of the
+    archive's ``limit``) or its declared size, or when its data is corrupt."""
+    fd = os.open(part, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
+    size = 0
+    with os.fdopen(fd, "wb") as out:
+        try:
+            with zf.open(m) as src:
+                while chunk := src.read(1 << 16):
+                    size += len(chunk)
+                    if size > budget:
+                        raise UnsafeOutput(f"{what} unpacks to more than the limit of {limit}")
+                    if size > m.file_size:
+                        raise UnsafeOutput(
+                            f"{what}: member {m.filename!r} holds more than the "
+                            f"{m.file_size} bytes its header declares"
+                        )
+                    out.write(chunk)
+        except (zipfile.BadZipFile, EOFError, zlib.error) as exc:
+            raise UnsafeOutput(
+                f"{what}: member {m.filename!r} does not match its header ({exc})"
+            ) from None
+    return size

@@ -200,7 +200,13 @@ class BoincBackend:
         if project is None:
             return None, None
         return project, FetchRequest(
-            project=project, job=job, iwd=iwd, stderr_file=stderr_file, mode=mode, specs=specs
+            project=project,
+            job=job,
+            iwd=iwd,
+            stderr_file=stderr_file,
+            mode=mode,
+            specs=specs,
+            limits=self.config.archive_limits,
         )
 
     # ---- handlers: coroutines on the event loop ---------------------------------------------

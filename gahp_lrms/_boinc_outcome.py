@@ -4,13 +4,17 @@ fetched outputs moved into the Iwd, the Err file of a failure."""
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
+import random
 import shutil
-from collections.abc import Sequence
+import stat
+from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import BinaryIO
 
-from gahp_boinc import CompletedJob, JobDetail
+from gahp_boinc import CompletedJob, JobDetail, UnsafeOutput, check_output_name, open_inside
 from gahp_lrms._boinc_store import JobRecord, JobState
 from gahp_lrms.model import JobInfo, JobStatus
 
@@ -69,13 +73,49 @@ def _failure_error(done: CompletedJob | None, detail: JobDetail | None) -> str:
 
 def deliver_outputs(stage: Path, workdir: Path, stdout: Path | None, first: str | None) -> None:
     """Move fetched outputs from ``stage`` into the Iwd, each file in one rename; Out gets a
-    copy of the ``first`` output."""
-    if stdout is not None and first is not None and (stage / first).is_file():
-        shutil.copyfile(stage / first, stdout)
-    for path in sorted(p for p in stage.rglob("*") if p.is_file()):
-        dest = workdir / path.relative_to(stage)
-        dest.parent.mkdir(parents=True, exist_ok=True)
-        os.replace(path, dest)
+    copy of the ``first`` output.
+
+    ``first`` comes from the server: it must be a plain file name, and only a regular file
+    inside ``stage`` is read (never through a link); links and other non-files in ``stage``
+    are left there. :class:`~gahp_boinc.UnsafeOutput` otherwise.
+    """
+    root = stage.resolve()
+    if stdout is not None and first is not None:
+        fd = open_inside(root, check_output_name(first))
+        if fd is not None:
+            _copy_to(fd, stdout)
+    for dirpath, _dirs, files in os.walk(root):  # never into a linked directory
+        for name in sorted(files):
+            path = Path(dirpath, name)
+            if not stat.S_ISREG(os.lstat(path).st_mode):
+                log.warning("output %s is not a regular file: not delivered", path)
+                continue
+            dest = workdir / path.relative_to(root)
+            if not dest.parent.resolve().is_relative_to(workdir.resolve()):
+                raise UnsafeOutput(f"output {dest} would land outside {workdir}")
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            os.replace(path, dest)
+
+
+def _copy_to(fd: int, dest: Path) -> None:
+    """Copy the open file ``fd`` (closed here) to ``dest``, as :func:`_write_new` does."""
+    with open(fd, "rb") as src:
+        _write_new(dest, lambda fh: shutil.copyfileobj(src, fh))
+
+
+def _write_new(dest: Path, write: Callable[[BinaryIO], object]) -> None:
+    """``dest`` written by ``write`` into a new temporary file beside it (mode 0644 less
+    the umask, never through a planted link) and renamed over it."""
+    tmp = dest.with_name(f".{dest.name}.part-{os.getpid()}-{random.getrandbits(32):08x}")
+    try:
+        out = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
+        with open(out, "wb") as fh:
+            write(fh)
+        os.replace(tmp, dest)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+        raise
 
 
 def write_err(rec: JobRecord, reason: str, stderr: str) -> None:
@@ -85,7 +125,8 @@ def write_err(rec: JobRecord, reason: str, stderr: str) -> None:
         return
     err = job_path(Path(rec.workdir), rec.stderr)
     text = stderr if stderr.endswith("\n") or not stderr else stderr + "\n"
+    data = f"{text}{reason} (job {rec.job})\n".encode("utf-8", "replace")
     try:
-        err.write_text(f"{text}{reason} (job {rec.job})\n")
+        _write_new(err, lambda fh: fh.write(data))
     except OSError as exc:
         log.warning("cannot write the Err file %s of job %s: %s", err, rec.job, exc)

@@ -64,6 +64,7 @@ from typing import Any, TypeVar
 import attrs
 
 from gahp_boinc import (
+    ArchiveLimits,
     BadAuthenticator,
     BoincClient,
     BoincError,
@@ -77,7 +78,9 @@ from gahp_boinc import (
     StagingError,
     SubmitRequest,
     Templates,
+    UnsafeOutput,
     check_job,
+    check_output_name,
 )
 from gahp_core import ConfigError, error_text, http_url, read_secret_file
 from gahp_lrms._boinc_loop import KeyedLock, LoopBridge
@@ -167,6 +170,11 @@ class BoincDriver(RegistryHolder, Driver):
         self.batch_window_s = cfg.batch_window_s
         self.batch_max_jobs = cfg.batch_max_jobs
         self.submit_attempts = cfg.submit_attempts
+        self.archive_limits = ArchiveLimits(
+            max_bytes=cfg.output_archive_max_bytes,
+            max_members=cfg.output_archive_max_members,
+            max_ratio=cfg.output_archive_max_ratio,
+        )
         self._registry_settings(cfg, "BOINC project")
         verify: bool | str = True
         if cfg.insecure:
@@ -696,11 +704,19 @@ class BoincDriver(RegistryHolder, Driver):
                 stderr_file=str(job_path(workdir, rec.stderr)) if rec.stderr else os.devnull,
                 mode="SOME" if rec.transfer_output else "ALL",
                 specs=tuple((n, n) for n in rec.transfer_output),
+                limits=self.archive_limits,
             )
-            done = await self._rpc(self.client.fetch_request(fetch, output_names))
+            for name in output_names:
+                check_output_name(name)
+            done = await self._rpc(self.client.fetch_request(fetch, output_names), (UnsafeOutput,))
             stdout = job_path(workdir, rec.stdout) if rec.stdout else None
             first = output_names[0] if output_names else None
             await asyncio.to_thread(deliver_outputs, stage, workdir, stdout, first)
+        except UnsafeOutput as exc:
+            # The server's outputs are refused for good: the job is held, saying why.
+            log.warning("job %s: outputs refused: %s", rec.job, exc)
+            reason = f"BOINC job outputs refused: {exc}"
+            return await self._finish(rec, JobInfo(JobStatus.HELD, hold_reason=reason))
         finally:
             shutil.rmtree(stage, ignore_errors=True)
         final = JobInfo(

@@ -186,3 +186,9 @@ class BoincDriverConfig(RegistryConfig):
     batch_window_s: float = setting(non_negative_number, 1.0)
     batch_max_jobs: int = setting(positive_int, 1000)
     submit_attempts: int = setting(positive_int, 3)
+    output_archive_max_bytes: int = setting(positive_int, 4 << 30)
+    """Bytes a zip output may unpack to (its members' total), declared or written."""
+    output_archive_max_members: int = setting(positive_int, 10_000)
+    """Entries a zip output may hold."""
+    output_archive_max_ratio: int = setting(positive_int, 100)
+    """Bytes a zip output may unpack to per byte of its own, beyond 16 MiB."""

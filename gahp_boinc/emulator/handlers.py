@@ -17,6 +17,7 @@ import string
 import xml.etree.ElementTree as ET
 import zipfile
 from collections.abc import Callable, Sequence
+from xml.sax.saxutils import escape
 
 import attrs
 
@@ -36,6 +37,7 @@ from .store import (
     NewJob,
     Store,
 )
+from .tamper import Tampering
 
 _VALID_NAME = re.compile(r"^[A-Za-z0-9_\-. ]+$")
 _INT = re.compile(r"^\s*([+-]?\d+)")
@@ -149,9 +151,12 @@ def parse_rpc_xml(req: str) -> ET.Element | None:
 class ProjectPages:
     """The PHP pages of one emulated BOINC project."""
 
-    def __init__(self, store: Store, config: ProjectConfig) -> None:
+    def __init__(
+        self, store: Store, config: ProjectConfig, tamper: Tampering | None = None
+    ) -> None:
         self.store = store
         self.config = config
+        self.tamper = tamper if tamper is not None else Tampering()
         self._submit_rpcs: dict[str, Callable[[ET.Element], Reply]] = {
             "ping": lambda r: responses.ping(),
             "get_templates": self.get_templates,
@@ -265,6 +270,9 @@ class ProjectPages:
         app = self._app(app_name)
         self._user(r, "no submit access")
         spec = APPS[app["name"]]
+        if app["name"] in self.tamper.template_outputs:
+            names = tuple(escape(n) for n in self.tamper.template_outputs[app["name"]])
+            spec = attrs.evolve(spec, outputs=names)
         return responses.templates(spec.input_template(self.config.quorum), spec.output_template())
 
     def create_batch(self, r: ET.Element) -> Reply:
@@ -401,8 +409,9 @@ class ProjectPages:
                 " LIMIT 1", wu["id"])
         if res is None:
             return responses.completed_job(wu["error_mask"], 0, 0, 0, 0, "")
+        canonical = 0 if wu["name"] in self.tamper.no_canonical else wu["canonical_resultid"]
         return responses.completed_job(
-            wu["error_mask"], wu["canonical_resultid"], res["exit_status"], res["elapsed_time"],
+            wu["error_mask"], canonical, res["exit_status"], res["elapsed_time"],
             res["cpu_time"], res["stderr_out"])
 
     def abort_jobs(self, r: ET.Element) -> Reply:
@@ -571,6 +580,8 @@ class ProjectPages:
                 return responses.download_error("bad authenticator")
             if not wu["canonical_resultid"]:
                 return responses.download_error(f"no canonical result for wu {wu['name']}")
+            if wu["name"] in self.tamper.output_bytes:
+                return responses.download(self.tamper.output_bytes[wu["name"]], f"{wu_name}_0")
             res = self.store.result(wu["canonical_resultid"])
             return self._result_file(res, file_num)
         if cmd == "result_file":

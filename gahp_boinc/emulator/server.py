@@ -29,6 +29,7 @@ from .forms import Form, parse_form, parse_query
 from .handlers import ProjectConfig, ProjectPages
 from .responses import Reply
 from .store import Store
+from .tamper import Tampering
 from .volunteer import Volunteer
 
 SERVER_HEADER = "Apache/2.4 (boinc-emulator)"
@@ -319,6 +320,8 @@ class EmulatorServer:
         self.store: Store | None = None
         self.volunteer: Volunteer | None = None
         self._project: ProjectPages | None = None
+        #: Test-only: answers spoiled on purpose (a hostile project); nothing by default.
+        self.tamper = Tampering()
 
     # -- lifecycle --
 
@@ -327,7 +330,7 @@ class EmulatorServer:
         self._stopping.clear()
         self.store = Store(self.state_dir, self.mod_time_resolution, clock=self.clock)
         self.store.default_authenticator()
-        self._project = ProjectPages(self.store, self.config)
+        self._project = ProjectPages(self.store, self.config, self.tamper)
         family = socket.AF_INET6 if ":" in self.host else socket.AF_INET
         self._httpd = _HTTPServer((self.host.strip("[]"), self.port), self, family)
         self.port = self._httpd.server_address[1]
