@@ -31,6 +31,7 @@ import os
 import re
 import shutil
 import signal
+import stat
 import subprocess
 import tempfile
 from collections.abc import Iterable, Sequence
@@ -38,7 +39,14 @@ from pathlib import Path
 
 from gahp_blah.errors import BlahError
 
-__all__ = ["LocalAttributesError", "hook_script", "run_hook", "shell_variables", "unwind"]
+__all__ = [
+    "LocalAttributesError",
+    "find_site_script",
+    "hook_script",
+    "run_hook",
+    "shell_variables",
+    "unwind",
+]
 
 log = logging.getLogger("gahp.blah.site")
 
@@ -252,6 +260,26 @@ def hook_script(directory: str | os.PathLike[str] | None, lrms: str) -> Path | N
         return None
     path = Path(directory) / f"{lrms}{SCRIPT_SUFFIX}"
     return path if path.is_file() and os.access(path, os.R_OK) else None
+
+
+def find_site_script(directories: Iterable[Path], lrms: str) -> Path | None:
+    """The first ``<dir>/<lrms>_local_submit_attributes.sh`` of ``directories`` that is a
+    readable file (the C blahp looks in ``~/.blah``, then ``blah_libexec_directory``,
+    where HTCondor's packages link to ``/etc/blahp``). One that other users may change is
+    refused (it runs as every job owner)."""
+    for directory in directories:
+        script = hook_script(directory, lrms)
+        if script is None:
+            continue
+        st = script.stat()
+        mine = st.st_uid in (0, os.geteuid())
+        if st.st_mode & stat.S_IWOTH or (not mine and st.st_mode & stat.S_IWGRP):
+            raise LocalAttributesError(
+                f"site script {script} may be changed by other users: not run "
+                "(make it writable by its owner only)"
+            )
+        return script
+    return None
 
 
 def _tail(text: str, limit: int = 300) -> str:
