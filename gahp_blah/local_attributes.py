@@ -67,15 +67,50 @@ _TOKEN = re.compile(
 _COMPARE = {"==": "", "=?=": "", "is": "", ">=": "_Min", ">": "_Min", "<=": "_Max", "<": "_Max"}
 _FLIP = {"_Min": "_Max", "_Max": "_Min", "": ""}
 _BINARY = {  # ClassAd binary operators, loosest first
-    "||": 1, "&&": 2, "|": 3, "^": 4, "&": 5,
-    "==": 6, "!=": 6, "=?=": 6, "=!=": 6, "is": 6, "isnt": 6,
-    "<": 7, "<=": 7, ">": 7, ">=": 7,
-    "<<": 8, ">>": 8, ">>>": 8, "+": 9, "-": 9, "*": 10, "/": 10, "%": 10,
+    "||": 1,
+    "&&": 2,
+    "|": 3,
+    "^": 4,
+    "&": 5,
+    "==": 6,
+    "!=": 6,
+    "=?=": 6,
+    "=!=": 6,
+    "is": 6,
+    "isnt": 6,
+    "<": 7,
+    "<=": 7,
+    ">": 7,
+    ">=": 7,
+    "<<": 8,
+    ">>": 8,
+    ">>>": 8,
+    "+": 9,
+    "-": 9,
+    "*": 10,
+    "/": 10,
+    "%": 10,
 }
 _SHELL_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 _RESERVED = frozenset(
-    {"PATH", "IFS", "ENV", "HOME", "CDPATH", "GLOBIGNORE", "SHELLOPTS", "UID", "EUID", "PPID",
-     "PS4", "OPTIND", "OPTARG", "FUNCNEST", "TMOUT", "blah_opt_mpinodes"}
+    {
+        "PATH",
+        "IFS",
+        "ENV",
+        "HOME",
+        "CDPATH",
+        "GLOBIGNORE",
+        "SHELLOPTS",
+        "UID",
+        "EUID",
+        "PPID",
+        "PS4",
+        "OPTIND",
+        "OPTARG",
+        "FUNCNEST",
+        "TMOUT",
+        "blah_opt_mpinodes",
+    }
 )
 
 
@@ -94,7 +129,7 @@ def _tokens(text: str) -> list[tuple[str, str]]:
     while pos < len(text):
         m = _TOKEN.match(text, pos)
         if not m or m.end() == pos:
-            raise LocalAttributesError(f"CERequirements: cannot read {text[pos:pos + 20]!r}")
+            raise LocalAttributesError(f"CERequirements: cannot read {text[pos : pos + 20]!r}")
         kind = m.lastgroup or "op"
         value = m.group(kind)
         if kind == "name" and value.lower() in ("is", "isnt"):
@@ -246,8 +281,7 @@ def shell_variables(pairs: Iterable[tuple[str, str]]) -> list[str]:
     runs the script (PATH, IFS, BASH*, LD_*, ...), are left out (and logged)."""
     lines = []
     for name, value in pairs:
-        if (not _SHELL_NAME.match(name) or name in _RESERVED
-                or name.startswith(("BASH", "LD_"))):
+        if not _SHELL_NAME.match(name) or name in _RESERVED or name.startswith(("BASH", "LD_")):
             log.warning("CERequirements variable %r left out (reserved or not a shell name)", name)
             continue
         lines.append(f"{name}={_sq(value)}")
