@@ -294,6 +294,7 @@ def gahp_commands(context: BackendContext) -> list[Command]:
         )
     for warning in config.warnings:
         context.warn(f"blah.config: {warning}")
+    os.environ.update(config.exports)  # as the C blahp's scripts source blah.config
     backend = BlahBackend(config, context.event_loop)
     backend.missing = classad_problem()
     if backend.missing is not None:

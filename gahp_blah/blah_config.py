@@ -155,7 +155,8 @@ EXPORTS = {
     "LSF_ENVDIR": ("driver.lsf.lsf_envdir",),
 }
 """``export NAME=...`` lines the C blahp's scripts pass to the batch commands: the driver
-options that do the same (a ``*_binpath``-style key, when set too, wins)."""
+options that do the same (a ``*_binpath``-style key, when set too, wins). Every exported
+variable is also set in blahpd's environment (see :attr:`Translated.exports`)."""
 
 HONOURED = frozenset(
     {
@@ -256,6 +257,9 @@ QUIET_PATTERN = re.compile(
 
 _MODES = ("pbspro", "auto")
 
+UNSAFE_EXPORT = re.compile(r"PATH|HOME|IFS|ENV|SHELL|PWD|BLAHPD_\w*|GAHP_\w*|(LD|PYTHON|BASH)\w*")
+"""Exported names not passed on: they would change how blahpd (Python, bash) runs."""
+
 
 def _names(value: str | tuple[str, ...]) -> list[str]:
     """An array's elements, or a plain value's words (spaces or commas between)."""
@@ -281,6 +285,9 @@ class Translated:
     libexec: Path | None
     warnings: tuple[str, ...]
     supported_lrms: tuple[str, ...] = ()
+    exports: dict[str, str] = attrs.field(factory=dict)
+    """``export NAME=value``: set in blahpd's environment, so the batch commands (and the
+    jobs, which inherit the submitter's environment) see them as under the C blahp."""
 
 
 def translate(found: BlahConfigFiles) -> Translated:
@@ -288,6 +295,7 @@ def translate(found: BlahConfigFiles) -> Translated:
     table: dict[str, Any] = {}
     origins: dict[str, str] = {}
     warnings: list[str] = []
+    exports: dict[str, str] = {}
 
     def put(setting: str, value: Any, a: Assignment) -> None:
         node = table
@@ -340,15 +348,19 @@ def translate(found: BlahConfigFiles) -> Translated:
             or name in NOT_HONOURED
             or name in QUIET
             or QUIET_PATTERN.fullmatch(name)
-            or (a.exported and name in EXPORTS)
+            or a.exported
         ):
             pass
-        elif a.exported:
-            warnings.append(
-                f"{_origin(a)}: exported {name} is not passed to the batch commands "
-                "(blahpd does not run blah.config): set it in blahpd's environment"
-            )
         else:
             warnings.append(f"{_origin(a)}: unknown key {name}: ignored")
+        if a.exported and isinstance(a.value, str):
+            if UNSAFE_EXPORT.fullmatch(name):
+                warnings.append(
+                    f"{_origin(a)}: exported {name} is not passed on (it would change how "
+                    "blahpd itself runs): set it in blahpd's environment"
+                )
+            else:
+                exports[name] = a.value
+                origins[f"export {name}"] = _origin(a)
     warnings += [f"{n}: ignored" for n in found.shell.notes]
-    return Translated(table, origins, libexec, tuple(warnings), lrms)
+    return Translated(table, origins, libexec, tuple(warnings), lrms, exports)

@@ -76,6 +76,8 @@ class BlahConfig:
     """What the files ask for that blahpd does not do (logged at startup)."""
     supported_lrms: tuple[str, ...] = ()
     """blah.config's ``supported_lrms``: shown, filters nothing (as in the C blahp)."""
+    exports: Mapping[str, str] = attrs.field(factory=dict)
+    """blah.config's ``export NAME=value`` lines: set in blahpd's environment at startup."""
 
 
 def _attribute_names(value: object, key: str) -> tuple[str, ...]:
@@ -241,6 +243,7 @@ def _from_blah_config(environ: Mapping[str, str], state: tuple[Path, str] | None
             origins=origins,
             warnings=t.warnings,
             supported_lrms=t.supported_lrms,
+            exports=t.exports,
         )
     except ConfigError as exc:
         raise ConfigError(f"blah.config: {exc}") from None

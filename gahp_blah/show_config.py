@@ -79,6 +79,8 @@ def render(config: BlahConfig) -> Iterator[str]:
             continue
         if script is not None:
             yield f"site script for {name} = {script}"
+    for name, value in config.exports.items():
+        yield from _setting(f"export {name}", value, o[f"export {name}"])
     for warning in config.warnings:
         yield f"# WARNING: {warning}"
 

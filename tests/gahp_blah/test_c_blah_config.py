@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from blah_helpers import ad_string
+from blah_helpers import Blah, ad_string
 
 from gahp_blah import blah_config
 from gahp_blah.config import load_config
@@ -177,6 +177,7 @@ blah_shared_directories=/home
 blah_require_proxy_on_submit=yes
 slurm_bin_path=/typo
 export SOME_SITE_VAR=1
+export LD_PRELOAD=/tmp/evil.so
 """,
     )
     c = config({**env, "BLAHPD_CONFIG_LOCATION": str(main)})
@@ -186,7 +187,8 @@ export SOME_SITE_VAR=1
     assert "line 10: blah_shared_directories=/home: not honoured" in text
     assert "blah_require_proxy_on_submit=yes: not honoured" in text
     assert "line 12: slurm_bin_path=/typo: unknown key slurm_bin_path: ignored" in text
-    assert "exported SOME_SITE_VAR is not passed" in text
+    assert "export LD_PRELOAD=/tmp/evil.so: exported LD_PRELOAD is not passed on" in text
+    assert c.exports == {"SOME_SITE_VAR": "1"}  # set in blahpd's environment, as sourced
 
 
 def test_the_packaged_blah_config_needs_no_warning(env, tmp_path):
@@ -325,6 +327,25 @@ def test_show_config_of_a_bad_file_exits_non_zero(env, tmp_path):
     assert proc.returncode == 1 and proc.stdout == ""
     assert "sge_qmaster_port must be a port number, not 0" in proc.stderr
     assert f"{main}, line 1" in proc.stderr
+
+
+def test_startup_warnings_on_stderr_and_exports_reach_the_job(env, tmp_path):
+    """blahpd names what it does not honour on stderr (stdout is the protocol) and passes
+    blah.config's exported variables on, as the C blahp's scripts (which source it) do."""
+    main = write(
+        tmp_path / "blah.config",
+        "blah_run_in_workdir=no\nexport BT_FROM_BLAH_CONFIG='site value'\n",
+    )
+    run_env = {**os.environ, **env, "BLAHPD_CONFIG_LOCATION": str(main)}
+    run_env.pop("BLAHPD_CONFIG", None)
+    with Blah("--state-dir", tmp_path / "state", env=run_env) as b:
+        jobid = b.submit_ok(Cmd="/usr/bin/env", Iwd=str(tmp_path), Out="env.txt", gridtype="fork")
+        b.wait(jobid, 4)
+        assert b.c.quit() == 0
+        err = b.c.stderr_text
+    assert "BT_FROM_BLAH_CONFIG=site value" in (tmp_path / "env.txt").read_text().splitlines()
+    lines = [ln for ln in err.splitlines() if "blah_run_in_workdir=no: not honoured" in ln]
+    assert len(lines) == 1 and f"{main}, line 1" in lines[0], err
 
 
 # ---- the site script, found where the C blahp finds it -------------------------------------
