@@ -46,8 +46,8 @@ T = TypeVar("T")
 
 @hookimpl
 def gahp_version() -> Version:
-    # "new_esc_format" tells HTCondor's gridmanager to send Arguments/Environment in the V2
-    # syntax (arguments with spaces survive) instead of the lossy V1 Args/Env.
+    # "new_esc_format" as in the C blahp's banner. HTCondor's gridmanager does not read it:
+    # it sends both Args/Env and Arguments/Environment; submit_ad prefers the V2 ones.
     return Version(__version__, "Python BLAH (new_esc_format)")
 
 
