@@ -104,6 +104,8 @@ def find_blah_config(environ: Mapping[str, str] | None = None) -> BlahConfigFile
         read(main)
         d = Path(f"{main}.d")
         if d.is_dir():
+            if d.stat().st_mode & stat.S_IWOTH:
+                raise ConfigError(f"{d} may be written by every user: refused (chmod o-w)")
             names = sorted(n for n in os.listdir(d) if not n.startswith("."))
             if len(names) > MAX_DIR_FILES:
                 raise ConfigError(f"{d} holds more than {MAX_DIR_FILES} files")

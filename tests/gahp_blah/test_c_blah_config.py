@@ -220,6 +220,12 @@ def test_a_world_writable_file_is_refused(env, tmp_path):
     main.chmod(0o666)
     with pytest.raises(ConfigError, match="may be written by every user"):
         config({**env, "BLAHPD_CONFIG_LOCATION": str(main)})
+    main.chmod(0o644)
+    d = tmp_path / "blah.config.d"
+    d.mkdir(mode=0o755)
+    d.chmod(0o1777)  # anyone could add a file
+    with pytest.raises(ConfigError, match="blah.config.d may be written by every user"):
+        config({**env, "BLAHPD_CONFIG_LOCATION": str(main)})
 
 
 # ---- the shell syntax, never run ---------------------------------------------------------
