@@ -13,6 +13,7 @@ import getpass
 import logging
 import os
 import shutil
+import sys
 import threading
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -277,6 +278,11 @@ def classad_problem() -> str | None:
 
 @hookimpl
 def gahp_commands(context: BackendContext) -> list[Command]:
+    if getattr(context.options, "show_config", False):  # gahp-server blah --show-config
+        from gahp_blah.show_config import show_config
+
+        sys.stdout.flush()
+        raise SystemExit(show_config(context.options, sys.stdout, sys.stderr))
     try:
         config = load_config(context.options)
     except ConfigError as exc:

@@ -444,3 +444,27 @@ def test_without_classad2_blahpd_says_so_and_refuses_submit_and_ping(env, tmp_pa
         assert c.quit() == 0
     assert "ClassAd library is not installed" in c.stderr_text, c.stderr_text
     assert "Traceback" not in c.stderr_text
+
+
+def test_show_config_through_gahp_server(env, tmp_path):
+    main = write(tmp_path / "blah.config", "slurm_binpath=/opt/slurm/bin\n")
+    run_env = {**os.environ, **env, "BLAHPD_CONFIG_LOCATION": str(main)}
+    run_env.pop("BLAHPD_CONFIG", None)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "from gahp_core._cli import main; main()",
+            "--backend",
+            "blah",
+            "--show-config",
+        ],
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        env=run_env,
+        timeout=60,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert "driver.slurm.bin_dir = /opt/slurm/bin" in proc.stdout.splitlines()
+    assert "$GahpVersion" not in proc.stdout
