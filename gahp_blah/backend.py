@@ -13,6 +13,7 @@ import getpass
 import logging
 import os
 import shutil
+import sys
 import threading
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -24,7 +25,7 @@ from gahp_blah import __version__
 from gahp_blah.config import BlahConfig, load_config
 from gahp_blah.errors import BlahError
 from gahp_blah.jobids import JobId, make_job_id, parse_job_id
-from gahp_blah.local_attributes import hook_script, run_hook, shell_variables, unwind
+from gahp_blah.local_attributes import find_site_script, run_hook, shell_variables, unwind
 from gahp_blah.status_ad import status_ad
 from gahp_blah.submit_ad import SubmitAd, parse_submit_ad
 from gahp_core import (
@@ -46,8 +47,8 @@ T = TypeVar("T")
 
 @hookimpl
 def gahp_version() -> Version:
-    # "new_esc_format" tells HTCondor's gridmanager to send Arguments/Environment in the V2
-    # syntax (arguments with spaces survive) instead of the lossy V1 Args/Env.
+    # "new_esc_format" as in the C blahp's banner. HTCondor's gridmanager does not read it:
+    # it sends both Args/Env and Arguments/Environment; submit_ad prefers the V2 ones.
     return Version(__version__, "Python BLAH (new_esc_format)")
 
 
@@ -55,6 +56,11 @@ def gahp_version() -> Version:
 def gahp_add_options(parser: argparse.ArgumentParser) -> None:
     g = parser.add_argument_group("BLAH")
     g.add_argument("--config", metavar="FILE", help="TOML configuration (default $BLAHPD_CONFIG)")
+    g.add_argument(
+        "--show-config",
+        action="store_true",
+        help="print every setting in force and where it came from, then exit",
+    )
     g.add_argument(
         "--state-dir",
         metavar="DIR",
@@ -84,6 +90,8 @@ class BlahBackend:
         self._event_loop = event_loop
         self._drivers: dict[str, Driver] = {}
         self._lock = threading.Lock()
+        self.missing: str | None = None
+        """Why no job can be submitted (the ClassAd library is not installed), or None."""
 
     def driver(self, lrms: str) -> Driver:
         if lrms not in self.config.drivers:
@@ -118,9 +126,16 @@ class BlahBackend:
     # ---- handlers (worker pool) -------------------------------------------------------------
 
     def submit(self, args: Sequence[str]) -> tuple[str, ...]:
+        if self.missing is not None:
+            raise Failure(self.missing)
         site = self.config.site
         wanted = (*site.local_submit_attributes_setup_args, "CERequirements")
-        ad = parse_submit_ad(args[0], self.config.default_gridtype, expressions=wanted)
+        ad = parse_submit_ad(
+            args[0],
+            self.config.default_gridtype,
+            expressions=wanted,
+            strings=site.passed_attributes(),
+        )
         drv = self.driver(ad.gridtype)
         native = drv.submit(self._with_site_directives(ad))
         jid = make_job_id(ad.gridtype, native)
@@ -133,10 +148,10 @@ class BlahBackend:
         """The job with what the site's ``<lrms>_local_submit_attributes.sh`` printed (when
         there is one) as its directives; CERequirements last, so its values win."""
         site = self.config.site
-        script = hook_script(site.local_submit_attributes_dir, ad.gridtype)
+        script = find_site_script(site.script_search(), ad.gridtype)
         if script is None:
             return ad.spec
-        pairs: list[tuple[str, str]] = []
+        pairs: list[tuple[str, str]] = list(ad.strings)
         for _name, text in ad.expressions:
             pairs += unwind(text)
         lines = run_hook(
@@ -190,6 +205,8 @@ class BlahBackend:
         return OK
 
     def ping(self, args: Sequence[str]) -> tuple[str, ...]:
+        if self.missing is not None:
+            raise Failure(self.missing)
         self.driver(args[0]).ping()
         return OK
 
@@ -244,8 +261,28 @@ def _errors(handler: Callable[[Sequence[str]], T]) -> Callable[[Sequence[str]], 
     return run
 
 
+NO_CLASSADS = (
+    "the ClassAd library is not installed: blahpd cannot read submit ads "
+    "(install the 'blah' extra: pip install 'gahp[blah]', which brings htcondor's classad2)"
+)
+
+
+def classad_problem() -> str | None:
+    """Why submit ads cannot be read (classad2 missing), or None."""
+    try:
+        import classad2  # noqa: F401
+    except ImportError as exc:
+        return f"{NO_CLASSADS}: {exc}"
+    return None
+
+
 @hookimpl
 def gahp_commands(context: BackendContext) -> list[Command]:
+    if getattr(context.options, "show_config", False):  # gahp-server blah --show-config
+        from gahp_blah.show_config import show_config
+
+        sys.stdout.flush()
+        raise SystemExit(show_config(context.options, sys.stdout, sys.stderr))
     try:
         config = load_config(context.options)
     except ConfigError as exc:
@@ -261,6 +298,12 @@ def gahp_commands(context: BackendContext) -> list[Command]:
             f"{getpass.getuser()} ({exc.strerror}): requests will fail until it is writable "
             "(set state_dir or --state-dir to a directory each job owner can write)"
         )
+    for warning in config.warnings:
+        context.warn(f"blah.config: {warning}")
+    os.environ.update(config.exports)  # as the C blahp's scripts source blah.config
     backend = BlahBackend(config, context.event_loop)
+    backend.missing = classad_problem()
+    if backend.missing is not None:
+        context.warn(f"blahpd: {backend.missing}; every submit and ping is refused")
     context.on_shutdown(backend.aclose)
     return backend.commands()

@@ -31,6 +31,7 @@ import os
 import re
 import shutil
 import signal
+import stat
 import subprocess
 import tempfile
 from collections.abc import Iterable, Sequence
@@ -38,7 +39,14 @@ from pathlib import Path
 
 from gahp_blah.errors import BlahError
 
-__all__ = ["LocalAttributesError", "hook_script", "run_hook", "shell_variables", "unwind"]
+__all__ = [
+    "LocalAttributesError",
+    "find_site_script",
+    "hook_script",
+    "run_hook",
+    "shell_variables",
+    "unwind",
+]
 
 log = logging.getLogger("gahp.blah.site")
 
@@ -59,15 +67,50 @@ _TOKEN = re.compile(
 _COMPARE = {"==": "", "=?=": "", "is": "", ">=": "_Min", ">": "_Min", "<=": "_Max", "<": "_Max"}
 _FLIP = {"_Min": "_Max", "_Max": "_Min", "": ""}
 _BINARY = {  # ClassAd binary operators, loosest first
-    "||": 1, "&&": 2, "|": 3, "^": 4, "&": 5,
-    "==": 6, "!=": 6, "=?=": 6, "=!=": 6, "is": 6, "isnt": 6,
-    "<": 7, "<=": 7, ">": 7, ">=": 7,
-    "<<": 8, ">>": 8, ">>>": 8, "+": 9, "-": 9, "*": 10, "/": 10, "%": 10,
+    "||": 1,
+    "&&": 2,
+    "|": 3,
+    "^": 4,
+    "&": 5,
+    "==": 6,
+    "!=": 6,
+    "=?=": 6,
+    "=!=": 6,
+    "is": 6,
+    "isnt": 6,
+    "<": 7,
+    "<=": 7,
+    ">": 7,
+    ">=": 7,
+    "<<": 8,
+    ">>": 8,
+    ">>>": 8,
+    "+": 9,
+    "-": 9,
+    "*": 10,
+    "/": 10,
+    "%": 10,
 }
 _SHELL_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 _RESERVED = frozenset(
-    {"PATH", "IFS", "ENV", "HOME", "CDPATH", "GLOBIGNORE", "SHELLOPTS", "UID", "EUID", "PPID",
-     "PS4", "OPTIND", "OPTARG", "FUNCNEST", "TMOUT", "blah_opt_mpinodes"}
+    {
+        "PATH",
+        "IFS",
+        "ENV",
+        "HOME",
+        "CDPATH",
+        "GLOBIGNORE",
+        "SHELLOPTS",
+        "UID",
+        "EUID",
+        "PPID",
+        "PS4",
+        "OPTIND",
+        "OPTARG",
+        "FUNCNEST",
+        "TMOUT",
+        "blah_opt_mpinodes",
+    }
 )
 
 
@@ -86,7 +129,7 @@ def _tokens(text: str) -> list[tuple[str, str]]:
     while pos < len(text):
         m = _TOKEN.match(text, pos)
         if not m or m.end() == pos:
-            raise LocalAttributesError(f"CERequirements: cannot read {text[pos:pos + 20]!r}")
+            raise LocalAttributesError(f"CERequirements: cannot read {text[pos : pos + 20]!r}")
         kind = m.lastgroup or "op"
         value = m.group(kind)
         if kind == "name" and value.lower() in ("is", "isnt"):
@@ -238,8 +281,7 @@ def shell_variables(pairs: Iterable[tuple[str, str]]) -> list[str]:
     runs the script (PATH, IFS, BASH*, LD_*, ...), are left out (and logged)."""
     lines = []
     for name, value in pairs:
-        if (not _SHELL_NAME.match(name) or name in _RESERVED
-                or name.startswith(("BASH", "LD_"))):
+        if not _SHELL_NAME.match(name) or name in _RESERVED or name.startswith(("BASH", "LD_")):
             log.warning("CERequirements variable %r left out (reserved or not a shell name)", name)
             continue
         lines.append(f"{name}={_sq(value)}")
@@ -252,6 +294,26 @@ def hook_script(directory: str | os.PathLike[str] | None, lrms: str) -> Path | N
         return None
     path = Path(directory) / f"{lrms}{SCRIPT_SUFFIX}"
     return path if path.is_file() and os.access(path, os.R_OK) else None
+
+
+def find_site_script(directories: Iterable[Path], lrms: str) -> Path | None:
+    """The first ``<dir>/<lrms>_local_submit_attributes.sh`` of ``directories`` that is a
+    readable file (the C blahp looks in ``~/.blah``, then ``blah_libexec_directory``,
+    where HTCondor's packages link to ``/etc/blahp``). One that other users may change is
+    refused (it runs as every job owner)."""
+    for directory in directories:
+        script = hook_script(directory, lrms)
+        if script is None:
+            continue
+        st = script.stat()
+        mine = st.st_uid in (0, os.geteuid())
+        if st.st_mode & stat.S_IWOTH or (not mine and st.st_mode & stat.S_IWGRP):
+            raise LocalAttributesError(
+                f"site script {script} may be changed by other users: not run "
+                "(make it writable by its owner only)"
+            )
+        return script
+    return None
 
 
 def _tail(text: str, limit: int = 300) -> str:

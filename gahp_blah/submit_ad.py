@@ -40,6 +40,8 @@ class SubmitAd:
     """(attribute, unparsed expression) of the ``expressions`` asked for that the ad has."""
     node_number: int | None = None
     """``NodeNumber`` as sent (the site script's ``blah_opt_mpinodes``)."""
+    strings: tuple[tuple[str, str], ...] = ()
+    """(attribute, value) of the ``strings`` asked for whose value is a string."""
 
 
 def _load_classad(text: str) -> Any:
@@ -94,6 +96,19 @@ class _Ad:
             raise SubmitError(f"attribute {name} must be a string, not {value!r}")
         return value
 
+    def strings(self, names: Sequence[str] | None) -> tuple[tuple[str, str], ...]:
+        """(name, value) of ``names`` (None: every attribute) that evaluate to a string;
+        the others are left out, as the C blahp leaves them out."""
+        out = []
+        for name in self._ad if names is None else names:
+            try:
+                value = self._value(name)
+            except SubmitError:
+                continue
+            if isinstance(value, str):
+                out.append((name, value))
+        return tuple(out)
+
     def integer(self, name: str) -> int | None:
         value = self._value(name)
         if value is None:
@@ -138,11 +153,15 @@ def _proxy_path(ad: _Ad, iwd: str | None) -> str | None:
 
 
 def parse_submit_ad(
-    text: str, default_gridtype: str | None = None, expressions: Sequence[str] = ()
+    text: str,
+    default_gridtype: str | None = None,
+    expressions: Sequence[str] = (),
+    strings: Sequence[str] | None = (),
 ) -> SubmitAd:
     """Read a BLAH submit ClassAd; raise :class:`SubmitError` with a clear message.
 
-    ``expressions`` names attributes whose unevaluated text is wanted (``CERequirements``).
+    ``expressions`` names attributes whose unevaluated text is wanted (``CERequirements``);
+    ``strings`` those whose string value is wanted (None: every attribute's).
     The job's environment gets ``X509_USER_PROXY`` (the proxy's absolute path: the file
     BLAH_JOB_REFRESH_PROXY rewrites) when the ad names a proxy file that exists."""
     ad = _Ad(_load_classad(text))
@@ -194,6 +213,7 @@ def parse_submit_ad(
             (name, expr) for name in expressions if (expr := ad.expression(name)) is not None
         ),
         node_number=node_number,
+        strings=ad.strings(strings),
     )
 
 
