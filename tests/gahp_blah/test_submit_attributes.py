@@ -5,6 +5,7 @@ job id."""
 from __future__ import annotations
 
 import os
+import subprocess
 
 import pytest
 from blah_helpers import Blah, ad_string
@@ -106,13 +107,41 @@ def test_bad_values_are_refused(attr, value, match):
         ad(f"{attr} = {value}")
 
 
-BUILD_SUBMIT_AD = (  # every attribute HTCondor 25.0's gridmanager may put in the submit ad
-    "Arguments Args Env EnvDelim Environment In Out Err TransferInput TransferOutput"
-    " TransferOutputRemaps Iwd GridResource RequestMemory NodeNumber HostNumber SMPGranularity"
-    " WholeNodes HostSMPSize BatchExtraSubmitArgs StageCmd BatchProject BatchRuntime"
-    " GPUNumber GPUMode GPUModel MICNumber CERequirements Queue Cmd x509UserProxy"
-    " JobDirectory gridtype"
-).split()
+BUILD_SUBMIT_AD = [
+    "Arguments",
+    "Args",
+    "Env",
+    "EnvDelim",
+    "Environment",
+    "In",
+    "Out",
+    "Err",
+    "TransferInput",
+    "TransferOutput",
+    "TransferOutputRemaps",
+    "Iwd",
+    "GridResource",
+    "RequestMemory",
+    "NodeNumber",
+    "HostNumber",
+    "SMPGranularity",
+    "WholeNodes",
+    "HostSMPSize",
+    "BatchExtraSubmitArgs",
+    "StageCmd",
+    "BatchProject",
+    "BatchRuntime",
+    "GPUNumber",
+    "GPUMode",
+    "GPUModel",
+    "MICNumber",
+    "CERequirements",
+    "Queue",
+    "Cmd",
+    "x509UserProxy",
+    "JobDirectory",
+    "gridtype",
+]
 
 
 def test_every_attribute_of_the_gridmanager_is_known():
@@ -146,3 +175,76 @@ def test_requests_a_driver_cannot_give_fail_at_submit_with_the_reason(tmp_path):
         raw = '[ Cmd = "/bin/true"; gridtype = "fork"; BatchExtraSubmitArgs = "--x\\n-y" ]'
         res = b.c.call("BLAH_JOB_SUBMIT", raw, timeout=60)
         assert res[0] != "0" and "line break" in res[1], res
+
+
+# ---------------------------------------------------------------------- real batch systems
+def _live_blah(tmp_path, env, config: str = "") -> Blah:  # type: ignore[no-untyped-def]
+    conf = tmp_path / "blahpd.toml"
+    conf.write_text(config)
+    return Blah(
+        "--state-dir", tmp_path / "state", env={**os.environ, **env, "BLAHPD_CONFIG": str(conf)}
+    )
+
+
+def test_gridmanager_attributes_reach_slurm(batch_env, tmp_path):
+    """What `request_gpus = 2`, a whole-node CE route and `batch_extra_submit_args` send,
+    as Slurm sees the job."""
+    env = batch_env("slurm")
+    out = tmp_path / "cvd"
+    with _live_blah(tmp_path, env) as b:
+        res = b.c.call(
+            "BLAH_JOB_SUBMIT",
+            ad_string(
+                Cmd="/bin/sh",
+                Arguments=f"-c 'echo $CUDA_VISIBLE_DEVICES > {out}'",
+                Iwd=str(tmp_path),
+                gridtype="slurm",
+                GPUNumber=2,
+                WholeNodes=True,
+                HostNumber=1,
+                BatchExtraSubmitArgs='--comment="from the CE" --nice=3',
+            ),
+            timeout=60,
+        )
+        assert res[0] == "0", res
+        native = res[2].split("/")[-1]
+        show = subprocess.run(
+            ["scontrol", "show", "job", native],
+            env={**os.environ, **env},
+            capture_output=True,
+            text=True,
+            timeout=30,
+        ).stdout
+        assert "gres:gpu:2" in show and "OverSubscribe=NO" in show, show
+        assert "Comment=from the CE" in show and "Nice=3" in show, show
+        b.wait(res[2], 4, timeout=120)
+    assert out.read_text().strip() == "0,1"
+
+
+def test_gridmanager_attributes_reach_openpbs(batch_env, tmp_path):
+    env = batch_env("pbs")
+    config = f'[driver.pbs]\nbin_dir = "{env["GAHP_PBS_BIN_DIR"]}"\n'
+    with _live_blah(tmp_path, env, config) as b:
+        jid = b.submit_ok(
+            Cmd="/bin/true",
+            Iwd=str(tmp_path),
+            gridtype="pbs",
+            GPUNumber=2,
+            WholeNodes=True,
+            BatchExtraSubmitArgs="-A ce_account",
+        )
+        native = jid.split("/")[-1]
+        qstat = subprocess.run(
+            [f"{env['GAHP_PBS_BIN_DIR']}/qstat", "-x", "-f", native],
+            env={**os.environ, **env},
+            capture_output=True,
+            text=True,
+            timeout=30,
+        ).stdout
+        assert "Resource_List.ngpus = 2" in qstat and "Resource_List.place = excl" in qstat
+        assert "Account_Name = ce_account" in qstat, qstat
+        res = b.submit(
+            Cmd="/bin/true", Iwd=str(tmp_path), gridtype="pbs", GPUNumber=1, GPUModel="a100"
+        )
+        assert res[0] != "0" and "GPUModel" in res[1], res
+        b.wait(jid, 4, timeout=180)
