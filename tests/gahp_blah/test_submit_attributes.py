@@ -71,10 +71,11 @@ def test_extra_submit_args_are_split_as_a_shell_would(text, words):
         ('--comment=\\"open', "cannot be split"),
         ("$(reboot)", "start with an option"),
         ("--comment=a#b", "'#'"),
-        ("-x " * 2000, "over 4096"),
+        ("LONG", "over 4096"),
     ],
 )
 def test_hostile_extra_submit_args_are_refused(text, match):
+    text = "-x " * 2000 if text == "LONG" else text
     with pytest.raises(SubmitError, match=match):
         ad(f'BatchExtraSubmitArgs = "{text}"')
 
