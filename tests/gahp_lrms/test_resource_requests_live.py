@@ -54,7 +54,8 @@ def test_slurm_gpu_model_and_too_many_gpus(slurm_driver, tmp_path):
 
 def test_slurm_whole_node_job_has_the_node_alone(slurm_driver):
     jid = slurm_driver.submit(JobSpec("/bin/sleep", ("30",), whole_nodes=True))
-    wait_status(slurm_driver, jid, JobStatus.RUNNING, timeout=120)
+    # it starts once the node is free of other jobs
+    wait_status(slurm_driver, jid, JobStatus.RUNNING, timeout=600)
     job = _slurm_job(slurm_driver, jid)
     node = slurm_driver._run("scontrol", "-o", "show", "node").stdout  # type: ignore[attr-defined]
     total = re.search(r"CPUTot=(\d+)", node)
