@@ -129,9 +129,27 @@ def test_openpbs_refuses_a_gpu_model_at_submit(openpbs_driver):
 
 
 # ---------------------------------------------------------------------- Grid Engine
-def test_sge_gpus_without_a_gpu_complex_fail_at_submit(sge_driver):
-    with pytest.raises(DriverError, match="qsub.*gpu"):
-        sge_driver.submit(JobSpec("/bin/true", gpus=2))
+def _sge_has_gpus(driver: Driver) -> bool:
+    complexes = driver._run("qconf", "-sc").stdout  # type: ignore[attr-defined]
+    return any(line.split()[:1] == ["gpu"] for line in complexes.splitlines())
+
+
+def test_sge_job_gets_two_gpus_of_the_gpu_complex(sge_driver, tmp_path):
+    """With the `gpu` consumable (.ci/sge-gpus.sh) the job holds 2 of them; without it, qsub
+    refuses the job and the submit fails with its reason."""
+    spec = JobSpec("/bin/sleep", ("20",), workdir=str(tmp_path), gpus=2)
+    if not _sge_has_gpus(sge_driver):
+        with pytest.raises(DriverError, match="qsub.*gpu"):
+            sge_driver.submit(spec)
+        return
+    jid = sge_driver.submit(spec)
+    wait_status(sge_driver, jid, JobStatus.RUNNING, timeout=120)
+    shown = sge_driver._run("qstat", "-j", jid).stdout  # type: ignore[attr-defined]
+    assert re.search(r"hard resource_list:.*\bgpu=2\b", shown), shown
+    sge_driver.cancel(jid)
+
+
+def test_sge_refuses_whole_nodes_at_submit(sge_driver):
     with pytest.raises(DriverError, match="WholeNodes"):
         sge_driver.submit(JobSpec("/bin/true", whole_nodes=True))
 
