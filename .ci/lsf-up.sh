@@ -9,8 +9,9 @@
 # $GAHP_LSF_PREFIX (default /opt, giving /opt/volclava) when <prefix>/volclava is missing.
 # The prefix must be traversable by every user (job owners read the configuration there).
 #
+# The default queue "normal" is made to accept exclusive jobs (EXCLUSIVE = Y, for `bsub -x`).
 # When the cluster already runs and its host is "ok", it is left as it is (other users'
-# jobs keep running); otherwise `start.sh --clean` starts it afresh (job ids from 1, in
+# jobs keep running; a changed lsb.queues is read with `badmin reconfig`); otherwise `start.sh --clean` starts it afresh (job ids from 1, in
 # about 3 s).  Then a trivial job is run as $GAHP_LSF_USER (default gahplsf, created when
 # missing: LSF refuses root's jobs) to prove that jobs run.
 #
@@ -86,8 +87,22 @@ lsf_ready() {
         timeout 20 "$TOP/bin/bhosts" 2>/dev/null |
         awk -v h="$HOST" '$1 == h && $2 == "ok" { f = 1 } END { exit !f }'
 }
+# The default queue accepts exclusive jobs (bsub -x: blahpd's whole-node requests); the cluster
+# reads lsb.queues when it starts, or at `badmin reconfig` when it already runs.
+queues_changed=0
+QUEUES="$TOP/etc/lsb.queues"
+if [ -f "$QUEUES" ] && ! grep -Eq '^[[:space:]]*EXCLUSIVE[[:space:]]*=[[:space:]]*Y' "$QUEUES"; then
+    sed -i -E '/^[[:space:]]*QUEUE_NAME[[:space:]]*=[[:space:]]*normal[[:space:]]*$/a EXCLUSIVE    = Y' \
+        "$QUEUES"
+    grep -Eq '^EXCLUSIVE    = Y' "$QUEUES" || die "cannot allow exclusive jobs in $QUEUES"
+    queues_changed=1
+fi
 if lsf_ready; then
     log "already running (host $HOST ok): left as it is"
+    if [ "$queues_changed" -eq 1 ]; then
+        log "reading the changed lsb.queues (badmin reconfig)"
+        "$TOP/bin/badmin" reconfig -f >&2 || die "badmin reconfig failed"
+    fi
 else
     log "starting volclava ($TOP/start.sh --clean)"
     "$TOP/start.sh" --clean >&2 || die "start.sh --clean failed"

@@ -35,6 +35,9 @@ BIN=/opt/pbs/bin
 [ "$("$BIN/qmgr" -c 'list server job_history_enable' | awk '/job_history_enable/ {print $3}')" = True ] \
     || die "job history is not on"
 
+# Two stand-in GPUs (ngpus), for the GPU requests' tests.
+bash "$CHECKOUT/.ci/pbs-gpus.sh" || die "pbs-gpus.sh failed"
+
 # Jobs an earlier run left queued or running would hold the only node.
 mapfile -t stale < <("$BIN/qselect" -s QRHSWTE 2>/dev/null || true)
 if [ "${#stale[@]}" -gt 0 ]; then

@@ -127,6 +127,7 @@ if [ -f "$DIR/ports" ]; then
     export SGE_QMASTER_PORT SGE_EXECD_PORT
     if pid_alive "$QPID" && pid_alive "$(execd_pidfile)" && sge_up; then
         log "already running"
+        GAHP_SGE_DIR="$DIR" bash "$(dirname "${BASH_SOURCE[0]}")/sge-gpus.sh" || die "sge-gpus.sh failed"
         print_env
         exit 0
     fi
@@ -273,3 +274,5 @@ until [ "$(cat "$out" 2>/dev/null)" = ok ]; do
 done
 log "up: queue all.q@$HOST, $SLOTS slots, pe smp; first job $jid ran"
 print_env
+# Two stand-in GPUs (the gpu complex), for the GPU requests' tests (it reads $DIR/env).
+GAHP_SGE_DIR="$DIR" bash "$(dirname "${BASH_SOURCE[0]}")/sge-gpus.sh" || die "sge-gpus.sh failed"

@@ -3,9 +3,16 @@
 #
 # Usage (as root, no systemd needed):   bash .ci/slurm-up.sh
 #
-# Idempotent: when our Slurm is already up it only prints the environment line again.
+# Idempotent: when our Slurm is already up with this configuration it only prints the
+# environment line again; when it is up with another one (an older version of this script),
+# it is restarted once with the new configuration, its jobs kept.
 # Everything lives under one directory, $GAHP_SLURM_DIR (default /tmp/gahp-slurm):
-#   slurm.conf, state/, spool/, log/{slurmctld,slurmd}.log, log/jobcomp.txt
+#   slurm.conf, gres.conf, dev/gpu{0,1}, state/, spool/, log/{slurmctld,slurmd}.log,
+#   log/jobcomp.txt
+# The node has two GPUs of type "ci" as a generic resource (GresTypes=gpu, Gres=gpu:ci:2),
+# without GPU hardware: gres.conf names two character devices made here (mknod c 1 3, i.e.
+# /dev/null's numbers; a bare Count= leaves the node INVALID).  A job with --gres=gpu:2
+# gets them and sees CUDA_VISIBLE_DEVICES=0,1.
 # Clients find the configuration through SLURM_CONF.  The script writes
 #   $GAHP_SLURM_DIR/env      containing  `export SLURM_CONF=$GAHP_SLURM_DIR/slurm.conf`
 # and prints that line on stdout.  The tests (tests/gahp_lrms/conftest.py) use $SLURM_CONF when
@@ -72,16 +79,11 @@ print_env() {
     cat "$DIR/env"
 }
 
-if pid_alive "$DIR/slurmctld.pid" && pid_alive "$DIR/slurmd.pid" && slurm_up; then
-    log "already running"
-    print_env
-    exit 0
-fi
-
-# ---------------------------------------------------------------- stop our stale daemons
-for name in slurmd slurmctld; do stop_daemon "$DIR/$name.pid"; done
-
 # ---------------------------------------------------------------- configuration
+running=0
+if pid_alive "$DIR/slurmctld.pid" && pid_alive "$DIR/slurmd.pid" && slurm_up; then
+    running=1
+fi
 
 HOST="$(hostname -s)"
 # At least 4 CPUs (config_overrides below lets slurmd accept more than the hardware has) so
@@ -91,11 +93,27 @@ CPUS="${GAHP_SLURM_CPUS:-$(nproc)}"
 MEM_MB="$(awk '/^MemTotal:/ { print int($2 / 1024) }' /proc/meminfo)"
 REAL_MB=$((MEM_MB * 8 / 10)) # RealMemory above the real memory leaves the node INVAL
 [ "$REAL_MB" -gt 100 ] || REAL_MB=100
-CTLD_PORT="$(pick_port "${GAHP_SLURMCTLD_PORT:-6817}")"
-SLURMD_PORT="$(pick_port "${GAHP_SLURMD_PORT:-6818}")"
-[ "$SLURMD_PORT" != "$CTLD_PORT" ] || SLURMD_PORT="$(pick_port $((CTLD_PORT + 1)))"
+if [ "$running" -eq 1 ]; then # keep the ports it listens on
+    CTLD_PORT="$(sed -n 's/^SlurmctldPort=//p' "$CONF")"
+    SLURMD_PORT="$(sed -n 's/^SlurmdPort=//p' "$CONF")"
+else
+    CTLD_PORT="$(pick_port "${GAHP_SLURMCTLD_PORT:-6817}")"
+    SLURMD_PORT="$(pick_port "${GAHP_SLURMD_PORT:-6818}")"
+    [ "$SLURMD_PORT" != "$CTLD_PORT" ] || SLURMD_PORT="$(pick_port $((CTLD_PORT + 1)))"
+fi
+GPU_TYPE=ci
 
-mkdir -p "$DIR/state" "$DIR/spool" "$DIR/log"
+mkdir -p "$DIR/state" "$DIR/spool" "$DIR/log" "$DIR/dev"
+for i in 0 1; do # stand-ins for GPU devices: character devices with /dev/null's numbers
+    dev="$DIR/dev/gpu$i"
+    if [ -L "$dev" ] || { [ -e "$dev" ] && [ ! -c "$dev" ]; }; then rm -f "$dev"; fi
+    [ -c "$dev" ] || mknod -m 0666 "$dev" c 1 3 || die "mknod $dev failed"
+done
+cat >"$DIR/gres.conf.new" <<EOF
+# Written by gahp .ci/slurm-up.sh: two stand-in GPUs (no hardware).
+Name=gpu Type=$GPU_TYPE File=$DIR/dev/gpu0
+Name=gpu Type=$GPU_TYPE File=$DIR/dev/gpu1
+EOF
 # proctrack/pgid, not linuxproc: linuxproc cannot parse /proc/PID/stat when the program's
 # name holds a space, loses the job's processes and drains the node ("Kill task failed").
 cat >"$CONF.new" <<EOF
@@ -130,9 +148,28 @@ MinJobAge=3600
 KillWait=5
 InactiveLimit=0
 SlurmdParameters=config_overrides
-NodeName=$HOST NodeAddr=127.0.0.1 CPUs=$CPUS RealMemory=$REAL_MB State=UNKNOWN
+GresTypes=gpu
+NodeName=$HOST NodeAddr=127.0.0.1 CPUs=$CPUS RealMemory=$REAL_MB Gres=gpu:$GPU_TYPE:2 State=UNKNOWN
 PartitionName=debug Nodes=ALL Default=YES MaxTime=INFINITE State=UP
 EOF
+
+if [ "$running" -eq 1 ] && cmp -s "$CONF.new" "$CONF" &&
+    cmp -s "$DIR/gres.conf.new" "$DIR/gres.conf"; then
+    rm -f "$CONF.new" "$DIR/gres.conf.new"
+    log "already running"
+    print_env
+    exit 0
+fi
+# A fresh start clears the state (-c); a restart for a new configuration keeps the jobs.
+CLEAR=-c
+if [ "$running" -eq 1 ]; then
+    log "running with another configuration: restarting with the new one (jobs kept)"
+    CLEAR=
+fi
+
+# ---------------------------------------------------------------- stop our (stale) daemons
+for name in slurmd slurmctld; do stop_daemon "$DIR/$name.pid"; done
+mv "$DIR/gres.conf.new" "$DIR/gres.conf"
 mv "$CONF.new" "$CONF"
 
 # ---------------------------------------------------------------- munge
@@ -161,7 +198,8 @@ fi
 
 # ---------------------------------------------------------------- slurm daemons
 log "starting slurmctld (port $CTLD_PORT) and slurmd (port $SLURMD_PORT) on $HOST"
-/usr/sbin/slurmctld -f "$CONF" -c || die "slurmctld did not start"
+# shellcheck disable=SC2086 # $CLEAR is one option or none
+/usr/sbin/slurmctld -f "$CONF" $CLEAR || die "slurmctld did not start"
 /usr/sbin/slurmd -f "$CONF" || die "slurmd did not start"
 
 deadline=$((SECONDS + WAIT_S))

@@ -142,6 +142,8 @@ class BlahBackend:
         if ad.proxy:
             self._remember_proxy(jid, ad.proxy)
         log.info("submitted %s", jid)
+        if ad.unknown:
+            log.info("job %s: attributes not used by blahpd: %s", jid, ", ".join(ad.unknown))
         return (*OK, str(jid))
 
     def _with_site_directives(self, ad: SubmitAd) -> JobSpec:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import os
+import shlex
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
@@ -42,6 +43,8 @@ class SubmitAd:
     """``NodeNumber`` as sent (the site script's ``blah_opt_mpinodes``)."""
     strings: tuple[tuple[str, str], ...] = ()
     """(attribute, value) of the ``strings`` asked for whose value is a string."""
+    unknown: tuple[str, ...] = ()
+    """Attributes of the ad that blahpd does not read (logged once, with the job id)."""
 
 
 def _load_classad(text: str) -> Any:
@@ -108,6 +111,24 @@ class _Ad:
             if isinstance(value, str):
                 out.append((name, value))
         return tuple(out)
+    def names(self) -> list[str]:
+        """The ad's attribute names, as the ad spells them."""
+        return list(self._keys.values())
+
+    def boolean(self, name: str) -> bool:
+        value = self._value(name)
+        if value is None:
+            return False
+        if not isinstance(value, bool):
+            raise SubmitError(f"attribute {name} must be a boolean, not {value!r}")
+        return value
+
+    def count(self, name: str) -> int | None:
+        """A number of things, where 0 means none (None)."""
+        value = self._value(name)
+        if isinstance(value, int | float) and not isinstance(value, bool) and value == 0:
+            return None
+        return self.integer(name)
 
     def integer(self, name: str) -> int | None:
         value = self._value(name)
@@ -178,8 +199,12 @@ def parse_submit_ad(
         environment["X509_USER_PROXY"] = proxy
     node_number = ad.integer("NodeNumber")
     nodes, cpus = _nodes_and_cpus(
-        node_number, ad.integer("SMPGranularity"), ad.integer("HostSMPSize")
+        node_number,
+        ad.integer("SMPGranularity"),
+        ad.integer("HostSMPSize"),
+        ad.count("HostNumber"),
     )
+    _refuse_remaps(ad)
     transfer_input = _file_list(ad.string("TransferInput"))
     _check_inputs_exist(transfer_input, iwd)
     try:
@@ -200,6 +225,12 @@ def parse_submit_ad(
             transfer_input=transfer_input,
             transfer_output=_file_list(ad.string("TransferOutput")),
             options=_driver_options(ad),
+            gpus=ad.count("GPUNumber"),
+            gpu_model=ad.string("GPUModel") or None,
+            gpu_mode=ad.string("GPUMode") or None,
+            mics=ad.count("MICNumber"),
+            whole_nodes=ad.boolean("WholeNodes"),
+            extra_args=extra_submit_args(ad.string("BatchExtraSubmitArgs")),
         )
     except (ValueError, TypeError) as exc:
         raise SubmitError(f"bad job description: {exc}") from None
@@ -214,7 +245,73 @@ def parse_submit_ad(
         ),
         node_number=node_number,
         strings=ad.strings(strings),
+        # attributes handed to the site script (blah_pass_*_submit_attributes) are used too
+        unknown=() if strings is None else _unknown(ad, (*expressions, *strings)),
     )
+
+
+KNOWN_ATTRIBUTES = frozenset(
+    name.lower()
+    for name in (
+        # read into the job (see docs/operators/htcondor-blah.md for each one)
+        *("gridtype", "Cmd", "Arguments", "Args", "Environment", "Env", "In", "Out", "Err"),
+        *("Iwd", "Queue", "BatchProject", "RequestMemory", "BatchRuntime", "NodeNumber"),
+        *("SMPGranularity", "HostSMPSize", "HostNumber", "WholeNodes", "GPUNumber"),
+        *("GPUModel", "GPUMode", "MICNumber", "BatchExtraSubmitArgs", "TransferInput"),
+        *("TransferOutput", "TransferOutputRemaps", "x509UserProxy", "CERequirements"),
+        *DRIVER_OPTIONS,
+        # sent by the gridmanager, with nothing to do here: the V1 environment's delimiter
+        # (the V1 parser takes both), the job's own resource name, the C blahp's scratch
+        # directory and executable staging (jobs run in Iwd on a shared file system), and
+        # the client's id of the job (the C blahp uses it only in its job registry)
+        *("EnvDelim", "GridResource", "JobDirectory", "StageCmd", "ClientJobId"),
+    )
+)
+"""Submit-ad attributes blahpd knows (lower case); any other is logged once per job."""
+
+EXTRA_ARGS_LIMIT = 4096
+_PREFIXES = ("#SBATCH", "#PBS", "#BSUB", "#$")
+
+
+def extra_submit_args(text: str | None) -> tuple[str, ...]:
+    """``BatchExtraSubmitArgs`` split into words as a POSIX shell would (quotes group words;
+    nothing is expanded).  A leading directive prefix (``#SBATCH``...) is dropped, as the C
+    blahp does.  The words become ONE directive line of the batch script, so a line break
+    (CR, LF) or NUL is refused, and so is anything the job description then refuses (see
+    ``JobSpec.extra_args``)."""
+    if not text or not text.strip():
+        return ()
+    if len(text) > EXTRA_ARGS_LIMIT:
+        raise SubmitError(f"attribute BatchExtraSubmitArgs is over {EXTRA_ARGS_LIMIT} characters")
+    if any(c in text for c in "\r\n\0"):
+        raise SubmitError(
+            "attribute BatchExtraSubmitArgs has a line break or NUL: it must be one line"
+        )
+    try:
+        words = shlex.split(text, posix=True)
+    except ValueError as exc:
+        raise SubmitError(f"attribute BatchExtraSubmitArgs cannot be split: {exc}") from None
+    if words and words[0] in _PREFIXES:
+        words = words[1:]
+    return tuple(words)
+
+
+def _refuse_remaps(ad: _Ad) -> None:
+    """``TransferOutputRemaps`` moves output files after the job; jobs here run on a shared
+    file system with their outputs left where the job wrote them, so a remap is refused."""
+    remaps = ad.string("TransferOutputRemaps")
+    if remaps and remaps.strip():
+        raise SubmitError(
+            "attribute TransferOutputRemaps is not supported: blahpd leaves output files where"
+            " the job writes them (in Iwd, on the shared file system); remove"
+            " transfer_output_remaps or write the files where they are wanted"
+        )
+
+
+def _unknown(ad: _Ad, expressions: Sequence[str]) -> tuple[str, ...]:
+    """The ad's attributes blahpd does not read (the ``expressions`` asked for are read)."""
+    wanted = KNOWN_ATTRIBUTES | {name.lower() for name in expressions}
+    return tuple(sorted(k for k in ad.names() if k.lower() not in wanted))
 
 
 def _iwd(ad: _Ad) -> str | None:
@@ -244,15 +341,23 @@ def _v2_or_v1(ad: _Ad, v2: tuple[str, Callable[[str], T]], v1: tuple[str, Callab
 
 
 def _nodes_and_cpus(
-    node_number: int | None, granularity: int | None, host_size: int | None
+    node_number: int | None,
+    granularity: int | None,
+    host_size: int | None,
+    host_number: int | None = None,
 ) -> tuple[int | None, int | None]:
     """Nodes and CPUs per node: ``NodeNumber`` CPUs on nodes of ``SMPGranularity`` CPUs (or
-    all on one node), the CPUs per node set by ``HostSMPSize`` when given."""
+    shared out over ``HostNumber`` nodes, or all on one node); ``HostNumber``, when given,
+    is the number of nodes; the CPUs per node are set by ``HostSMPSize`` when given."""
     nodes = cpus = None
     if node_number and granularity:
         nodes, cpus = math.ceil(node_number / granularity), granularity
+    elif node_number and host_number:
+        cpus = math.ceil(node_number / host_number)
     elif node_number:
         cpus = node_number
+    if host_number:
+        nodes = host_number
     if host_size:
         cpus = host_size
     return nodes, cpus

@@ -73,9 +73,7 @@ def _load(name: str) -> DriverFactory | None:
     return None
 
 
-def driver_config(
-    name: str, config: Mapping[str, Any], prefix: str = ""
-) -> DriverConfig | None:
+def driver_config(name: str, config: Mapping[str, Any], prefix: str = "") -> DriverConfig | None:
     """The options ``config`` of driver ``name``, typed by its ``config_class`` (None for a
     driver without one), without building the driver: a :class:`DriverError` names a bad
     or unknown key (as ``prefix + key``)."""

@@ -131,13 +131,15 @@ class Driver(abc.ABC):
 @attrs.frozen
 class Submission:
     """How a job is handed to the submit command: its arguments, its standard input (the
-    script, or None), the directory it runs in (None: the server's) and a file to delete
-    once it has run (None: none)."""
+    script, or None), the directory it runs in (None: the server's), a file to delete
+    once it has run (None: none) and what to append to the printed job id (e.g. Slurm's
+    ``@cluster``)."""
 
     args: Sequence[str]
     input: str | None = None
     cwd: str | os.PathLike[str] | None = None
     remove: str | None = None
+    id_suffix: str = ""
 
 
 class CommandDriver(RegistryHolder, Driver):
@@ -222,6 +224,8 @@ class CommandDriver(RegistryHolder, Driver):
                 with contextlib.suppress(OSError):
                     os.unlink(submission.remove)
         native_id = self._printed_id(proc.stdout)
+        if native_id and submission.id_suffix:
+            native_id += submission.id_suffix
         if native_id is None or not self.job_id.match(native_id):
             raise DriverError(f"{self.submit_command} printed no job id: {proc.stdout.strip()!r}")
         self._new_job(native_id)
@@ -260,7 +264,7 @@ class CommandDriver(RegistryHolder, Driver):
         marked = self._marks_cancel()
         if marked:
             self._record("cancelled", native_id)
-        proc = self._run(*self.cancel_command, native_id, check=False)
+        proc = self._run(*self._on_job(self.cancel_command, native_id), check=False)
         self._changed(native_id)
         if proc.returncode != 0:
             tolerated = self._cancel_tolerated(native_id, proc)
@@ -314,6 +318,11 @@ class CommandDriver(RegistryHolder, Driver):
         """Where command ``name`` is: in ``bin_dir`` when configured, else found on PATH."""
         return str(Path(self.bin_dir) / name) if self.bin_dir else name
 
+    def _on_job(self, command: Sequence[str], native_id: str) -> list[str]:
+        """``command`` (a name and its leading arguments) applied to job ``native_id`` (by
+        default: the id appended)."""
+        return [*command, native_id]
+
     def _run(
         self,
         name: str,
@@ -337,7 +346,7 @@ class CommandDriver(RegistryHolder, Driver):
         started meanwhile) with ``suspend``, or refuse with ``why`` when that is None."""
         info = self.query_status(native_id)
         if info.status is JobStatus.IDLE:
-            self._run(*hold, native_id)
+            self._run(*self._on_job(hold, native_id))
             self._changed(native_id)
             info = self.query_status(native_id)  # it may have started meanwhile
         if info.status is JobStatus.RUNNING:
@@ -345,7 +354,7 @@ class CommandDriver(RegistryHolder, Driver):
                 raise DriverError(
                     f"{self.system} job {native_id} is running: cannot hold a running job{why}"
                 )
-            self._run(*suspend, native_id)
+            self._run(*self._on_job(suspend, native_id))
             self._changed(native_id)
         elif info.status is not JobStatus.HELD:
             raise DriverError(

@@ -97,7 +97,7 @@ from gahp_lrms._boinc_planner import BatchPlanner, Group, GroupKey, new_batch_na
 from gahp_lrms._boinc_store import BatchRecord, JobRecord, JobState, JobStore
 from gahp_lrms.base import Driver
 from gahp_lrms.config import BoincDriverConfig
-from gahp_lrms.model import DriverError, JobInfo, JobSpec, JobStatus
+from gahp_lrms.model import DriverError, JobInfo, JobSpec, JobStatus, refuse_requests
 from gahp_lrms.registry import RegistryHolder
 
 log = logging.getLogger("gahp.lrms.boinc")
@@ -281,6 +281,7 @@ class BoincDriver(RegistryHolder, Driver):
 
     def _new_record(self, spec: JobSpec) -> tuple[JobRecord, Project, GroupKey]:
         """The job checked as far as it can be locally, as a record to queue."""
+        refuse_requests(spec, "BOINC")
         if not spec.workdir:
             raise DriverError("BOINC jobs need Iwd: outputs are fetched into it")
         workdir = Path(spec.workdir)

@@ -41,7 +41,14 @@ from typing import Any
 from gahp_lrms import fork_supervisor as sup
 from gahp_lrms.base import Driver
 from gahp_lrms.config import ForkConfig
-from gahp_lrms.model import DriverError, JobInfo, JobSpec, JobStatus, untracked_environ
+from gahp_lrms.model import (
+    DriverError,
+    JobInfo,
+    JobSpec,
+    JobStatus,
+    refuse_requests,
+    untracked_environ,
+)
 
 __all__ = ["ForkDriver"]
 
@@ -125,6 +132,7 @@ class ForkDriver(Driver):
 
     # ------------------------------------------------------------------ Driver API
     def submit(self, spec: JobSpec) -> str:
+        refuse_requests(spec, "the fork driver")
         self._reap()
         native_id = time.strftime("%Y%m%dT%H%M%S") + "-" + uuid.uuid4().hex[:12]
         jobdir = self.jobs_dir / native_id

@@ -66,7 +66,7 @@ import attrs
 from gahp_lrms.base import CommandDriver, Submission, command_failure
 from gahp_lrms.config import LsfConfig
 from gahp_lrms.model import DriverError, JobInfo, JobSpec, JobStatus, job_slots
-from gahp_lrms.script import render_script, safe_job_name
+from gahp_lrms.script import directive_line, render_script, safe_job_name
 
 __all__ = [
     "BJOBS_FIELDS",
@@ -354,8 +354,24 @@ def bsub_options(spec: JobSpec, *, memory_unit: str = "MB") -> list[str]:
     slots = job_slots(spec)
     if slots > 1:
         opts += ["-n", str(slots)]
+    sections = []
     if (spec.nodes or 1) > 1:
-        opts += ["-R", f"span[ptile={spec.cpus_per_node or 1}]"]
+        sections.append(f"span[ptile={spec.cpus_per_node or 1}]")
+    elif spec.whole_nodes and slots > 1:
+        sections.append("span[hosts=1]")
+    if spec.mics:
+        sections.append(f"rusage[nmics={int(spec.mics)}]")
+    if sections:
+        opts += ["-R", " ".join(sections)]
+    if spec.whole_nodes:
+        opts.append("-x")
+    if spec.gpus or spec.gpu_model or spec.gpu_mode:
+        gpu = f"num={int(spec.gpus or 1)}"
+        if spec.gpu_mode:
+            gpu += f":mode={spec.gpu_mode}"
+        if spec.gpu_model:
+            gpu += f":gmodel={spec.gpu_model}"
+        opts += ["-gpu", gpu]
     if spec.memory_mb:
         per_unit = _MEMORY_UNITS.get(memory_unit.upper())
         if per_unit is None:
@@ -502,7 +518,9 @@ class LsfDriver(CommandDriver):
         # LSF runs the job in bsub's working directory; the script always changes to it.
         workdir = str(spec.workdir)
         cwd = workdir if os.path.isdir(workdir) and os.access(workdir, os.X_OK) else "/tmp"
-        return Submission(options, input=render_script(spec, one_line_values=True), cwd=cwd)
+        site = [*spec.directives, *directive_line("#BSUB", spec.extra_args)]
+        script = render_script(spec, one_line_values=True, directives=site)
+        return Submission(options, input=script, cwd=cwd)
 
     def _printed_id(self, stdout: str) -> str | None:
         return parse_bsub(stdout)

@@ -19,6 +19,7 @@ __all__ = [
     "JobSpec",
     "JobStatus",
     "job_slots",
+    "refuse_requests",
     "untracked_environ",
 ]
 
@@ -103,6 +104,29 @@ def _check_directives(_inst: Any, _attr: Any, value: tuple[str, ...]) -> None:
 
 _positive = attrs.validators.optional(attrs.validators.gt(0))
 
+_NAME = re.compile(r"[A-Za-z0-9_.+-]{1,64}\Z")
+_ARG_FORBIDDEN = re.compile("[\"'\\\\#\x00-\x1f\x7f]")
+MAX_EXTRA_ARGS = 64
+
+
+def _check_name(_inst: Any, attr: Any, value: str | None) -> None:
+    if value is not None and not _NAME.match(value):
+        raise ValueError(f"{attr.name} {value!r} is not a plain name ([A-Za-z0-9_.+-]{{1,64}})")
+
+
+def _check_extra_args(_inst: Any, _attr: Any, value: tuple[str, ...]) -> None:
+    if len(value) > MAX_EXTRA_ARGS:
+        raise ValueError(f"more than {MAX_EXTRA_ARGS} extra submit arguments")
+    for arg in value:
+        if not isinstance(arg, str) or not arg:
+            raise ValueError(f"extra submit argument {arg!r} is empty or not a string")
+        if _ARG_FORBIDDEN.search(arg):
+            raise ValueError(
+                f"extra submit argument {arg!r} has a quote, backslash, '#' or control character"
+            )
+    if value and not value[0].startswith("-"):
+        raise ValueError(f"extra submit arguments must start with an option, not {value[0]!r}")
+
 
 @attrs.frozen
 class JobSpec:
@@ -138,6 +162,22 @@ class JobSpec:
     """Output files to bring back into ``workdir`` (ditto)."""
     options: Mapping[str, str] = attrs.field(factory=dict, converter=_to_env, hash=False)
     """Driver-specific settings from the submit description (e.g. a BOINC project URL)."""
+    gpus: int | None = attrs.field(default=None, validator=_positive)
+    """GPUs for the job (in all, on its first node when the batch system counts per node)."""
+    gpu_model: str | None = attrs.field(default=None, validator=_check_name)
+    gpu_mode: str | None = attrs.field(default=None, validator=_check_name)
+    mics: int | None = attrs.field(default=None, validator=_positive)
+    """Intel MIC (Xeon Phi) coprocessors."""
+    whole_nodes: bool = False
+    """The job's nodes (``nodes``, default 1) are its alone."""
+    extra_args: tuple[str, ...] = attrs.field(
+        default=(), converter=_to_args, validator=_check_extra_args
+    )
+    """The user's own submit options (HTCondor's ``batch_extra_submit_args``), already split
+    into words; each is checked (no quote, backslash, ``#`` or control character; the first
+    is an option).  The batch-script drivers write them on ONE directive line of their own
+    prefix (see :func:`gahp_lrms.script.directive_line`), never on a command line or into a
+    shell; fork and boinc refuse them."""
     directives: tuple[str, ...] = attrs.field(
         default=(), converter=_to_lines, validator=_check_directives
     )
@@ -171,6 +211,20 @@ class JobInfo:
     def finished(self) -> bool:
         """True once the job can change no more (COMPLETED or REMOVED)."""
         return self.status in (JobStatus.COMPLETED, JobStatus.REMOVED)
+
+
+def refuse_requests(spec: JobSpec, system: str) -> None:
+    """Raise :class:`DriverError` when ``spec`` asks for what ``system`` (a driver without a
+    batch system: fork, boinc) cannot give: GPUs, MICs, whole nodes, extra submit options."""
+    asked = [
+        ("GPUs (GPUNumber/GPUModel/GPUMode)", spec.gpus or spec.gpu_model or spec.gpu_mode),
+        ("MIC coprocessors (MICNumber)", spec.mics),
+        ("whole nodes (WholeNodes)", spec.whole_nodes),
+        ("extra submit arguments (BatchExtraSubmitArgs)", spec.extra_args),
+    ]
+    names = [what for what, value in asked if value]
+    if names:
+        raise DriverError(f"{system} cannot give a job {', '.join(names)}")
 
 
 def job_slots(spec: JobSpec) -> int:

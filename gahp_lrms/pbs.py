@@ -61,7 +61,7 @@ from typing import Any, TypeVar
 from gahp_lrms.base import CommandDriver, Submission, command_failure
 from gahp_lrms.config import FLAVORS, PbsConfig
 from gahp_lrms.model import DriverError, JobInfo, JobSpec, JobStatus
-from gahp_lrms.script import render_script
+from gahp_lrms.script import directive_line, render_script
 from gahp_lrms.slurm import (
     SlurmDriver,
     job_info_from_fields,
@@ -143,9 +143,7 @@ def parse_qstat_json(text: str) -> dict[str, dict[str, Any]]:
     return {str(k): v for k, v in jobs.items() if isinstance(v, dict)}
 
 
-def jobs_by_native_id(
-    jobs: Mapping[str, _Fields], native_ids: Iterable[str]
-) -> dict[str, _Fields]:
+def jobs_by_native_id(jobs: Mapping[str, _Fields], native_ids: Iterable[str]) -> dict[str, _Fields]:
     """The entries of ``jobs`` (keyed by PBS's full ids, ``1234.server``) for ``native_ids``.
 
     A bare sequence number (``1234``, as in the job ids the C blahp hands out,
@@ -187,7 +185,24 @@ def format_walltime(seconds: int) -> str:
     return f"{h:02d}:{m:02d}:{s:02d}"
 
 
+def _refuse(what: str, attribute: str, flavour: str) -> DriverError:
+    return DriverError(f"{what} ({attribute}) cannot be asked of {flavour}: it has no such request")
+
+
+def _check_accelerators(spec: JobSpec, pbspro: bool) -> None:
+    """Refuse what neither PBS flavour can ask for: GPU models and MICs, and (PBS Pro) GPU
+    modes."""
+    flavour = "PBS Pro/OpenPBS" if pbspro else "Torque"
+    if spec.gpu_model is not None:
+        raise _refuse(f"GPU model {spec.gpu_model!r}", "GPUModel", flavour)
+    if spec.gpu_mode is not None and pbspro:
+        raise _refuse(f"GPU mode {spec.gpu_mode!r}", "GPUMode", flavour)
+    if spec.mics:
+        raise _refuse("MIC coprocessors", "MICNumber", flavour)
+
+
 def _resources(spec: JobSpec, pbspro: bool) -> list[str]:
+    _check_accelerators(spec, pbspro)
     per_node_count = -(-spec.count // (spec.nodes or 1))
     resources = []
     if pbspro:  # memory belongs to the chunks: the job's total, shared out
@@ -195,10 +210,24 @@ def _resources(spec: JobSpec, pbspro: bool) -> list[str]:
         chunk = f"select={nodes}:ncpus={int(max(spec.cpus_per_node or 1, per_node_count))}"
         if spec.memory_mb:
             chunk += f":mem={-(-int(spec.memory_mb) // nodes)}mb"
+        if spec.gpus:
+            if spec.gpus % nodes:
+                raise DriverError(
+                    f"{spec.gpus} GPUs (GPUNumber) cannot be shared out evenly over {nodes} "
+                    "PBS chunks (nodes)"
+                )
+            chunk += f":ngpus={spec.gpus // nodes}"
         resources.append(chunk)
+        if spec.whole_nodes:
+            resources.append("place=scatter:excl" if nodes > 1 else "place=excl")
     else:
-        if spec.nodes or spec.count > 1:
-            resources.append(f"nodes={int(spec.nodes or 1)}:ppn={per_node_count}")
+        if spec.nodes or spec.count > 1 or spec.gpus or spec.whole_nodes:
+            entry = f"nodes={int(spec.nodes or 1)}:ppn={per_node_count}"
+            if spec.gpus:
+                entry += f":gpus={int(spec.gpus)}"
+                if spec.gpu_mode:
+                    entry += f":{spec.gpu_mode}"
+            resources.append(entry)
         if spec.cpus_per_node:
             resources.append(f"ncpus={int(spec.cpus_per_node)}")
         if spec.memory_mb:
@@ -225,6 +254,8 @@ def qsub_options(spec: JobSpec, *, flavor: str = "torque") -> list[str]:
             opts += [flag, value]
     for resource in _resources(spec, pbspro):
         opts += ["-l", resource]
+    if spec.whole_nodes and not pbspro:  # Torque with Maui/Moab, as the C blahp asks
+        opts += ["-W", "x=NACCESSPOLICY:SINGLEJOB"]
     if spec.start_held:
         opts.append("-h")
     return opts
@@ -234,9 +265,7 @@ def _exec_host(fields: Mapping[str, Any]) -> str | None:
     return str(fields.get("exec_host") or "").split("/")[0].split("+")[0] or None
 
 
-def _finished_info(
-    fields: Mapping[str, Any], host: str | None, used: float | None
-) -> JobInfo:
+def _finished_info(fields: Mapping[str, Any], host: str | None, used: float | None) -> JobInfo:
     status = fields.get("Exit_status")
     try:
         code = int(status) if status is not None else None
@@ -246,11 +275,16 @@ def _finished_info(
     if code is None:
         comment = str(fields.get("comment") or "").strip()
         why = f"finished without an exit status ({comment})" if comment else None
-        return JobInfo(JobStatus.COMPLETED, exit_reason=why or "finished (exit status unknown)",
-                       **common)
+        return JobInfo(
+            JobStatus.COMPLETED, exit_reason=why or "finished (exit status unknown)", **common
+        )
     if code >= 256:  # the job's top process was killed (a shell's child gives 128 + N)
-        return JobInfo(JobStatus.COMPLETED, exit_signal=code - 256,
-                       exit_reason=f"killed by signal {code - 256}", **common)
+        return JobInfo(
+            JobStatus.COMPLETED,
+            exit_signal=code - 256,
+            exit_reason=f"killed by signal {code - 256}",
+            **common,
+        )
     if code < 0:
         return JobInfo(
             JobStatus.COMPLETED,
@@ -273,18 +307,19 @@ def info_from_pbspro(fields: Mapping[str, Any], *, cancelled: bool = False) -> J
         str(used_field.get("walltime")) if isinstance(used_field, Mapping) else None
     )
     if cancelled:
-        return JobInfo(JobStatus.REMOVED, exit_reason="cancelled", worker_node=host,
-                       wallclock_s=used)
+        return JobInfo(
+            JobStatus.REMOVED, exit_reason="cancelled", worker_node=host, wallclock_s=used
+        )
     if state in ("Q", "W", "T", "M"):
         return JobInfo(JobStatus.IDLE)
     if state == "H":
-        return JobInfo(JobStatus.HELD,
-                       hold_reason=f"held (Hold_Types {fields.get('Hold_Types', 'u')})")
+        return JobInfo(
+            JobStatus.HELD, hold_reason=f"held (Hold_Types {fields.get('Hold_Types', 'u')})"
+        )
     if state in ("R", "E", "B"):
         return JobInfo(JobStatus.RUNNING, worker_node=host, wallclock_s=used)
     if state in ("S", "U"):
-        return JobInfo(JobStatus.HELD, worker_node=host, wallclock_s=used,
-                       hold_reason="suspended")
+        return JobInfo(JobStatus.HELD, worker_node=host, wallclock_s=used, hold_reason="suspended")
     if state in ("F", "X"):
         return _finished_info(fields, host, used)
     raise DriverError(f"unexpected PBS job state {state!r}")
@@ -391,7 +426,12 @@ class PbsDriver(CommandDriver):
         fd, path = tempfile.mkstemp(prefix="job-", suffix=".sh", dir=directory)
         try:
             with os.fdopen(fd, "w") as f:
-                f.write(render_script(spec))
+                f.write(
+                    render_script(
+                        spec,
+                        directives=[*spec.directives, *directive_line("#PBS", spec.extra_args)],
+                    )
+                )
             os.chmod(path, 0o700)
         except BaseException:
             with contextlib.suppress(OSError):

@@ -15,7 +15,7 @@ from collections.abc import Callable, Sequence
 
 from gahp_lrms.model import JobSpec
 
-__all__ = ["render_script", "safe_job_name"]
+__all__ = ["directive_line", "render_script", "safe_job_name"]
 
 
 def safe_job_name(name: str | None, limit: int, default: str = "gahp") -> str:
@@ -23,6 +23,16 @@ def safe_job_name(name: str | None, limit: int, default: str = "gahp") -> str:
     characters (``default`` when nothing is left): a job name every batch system's tools
     take as it is."""
     return re.sub(r"[^A-Za-z0-9_.+-]", "_", name or "")[:limit] or default
+
+
+def directive_line(prefix: str, words: Sequence[str]) -> list[str]:
+    """``words`` (``JobSpec.extra_args``, already checked: no quote, backslash, ``#`` or
+    control character) as one directive line after ``prefix`` (``#SBATCH``, ``#PBS``...), or
+    no line when there are none.  A word with a space is put in double quotes, which every
+    submit command's directive reader takes as one word."""
+    if not words:
+        return []
+    return [" ".join([prefix, *(f'"{w}"' if " " in w else w for w in words)])]
 
 
 def _q(value: str) -> str:

@@ -55,7 +55,7 @@ from typing import Any
 from gahp_lrms.base import CommandDriver, Submission, command_failure, run_command
 from gahp_lrms.config import SgeConfig
 from gahp_lrms.model import DriverError, JobInfo, JobSpec, JobStatus, job_slots
-from gahp_lrms.script import render_script, safe_job_name
+from gahp_lrms.script import directive_line, render_script, safe_job_name
 
 __all__ = [
     "SgeDriver",
@@ -255,16 +255,41 @@ def sge_script(spec: JobSpec) -> tuple[str, str]:
     to have no other line starting with it: user strings were written before the prefix
     existed, so only the site's lines are read as qsub options.
     """
-    if not spec.directives:
+    site = [*spec.directives, *directive_line("#$", spec.extra_args)]
+    if not site:
         return render_script(spec), ""
     for _ in range(8):
         prefix = "#gahp" + secrets.token_hex(8)
-        lines = [prefix + d[2:] if d.startswith("#$") else d for d in spec.directives]
+        lines = [prefix + d[2:] if d.startswith("#$") else d for d in site]
         script = render_script(spec, directives=lines)
         expected = sum(line.startswith(prefix) for line in lines)
         if sum(line.startswith(prefix) for line in script.split("\n")) == expected:
             return script, prefix
     raise DriverError("cannot choose a directive prefix for qsub -C")  # pragma: no cover
+
+
+def _check_unsupported(spec: JobSpec) -> None:
+    """Refuse what Grid Engine has no standard request for."""
+    refused = [
+        (
+            spec.whole_nodes,
+            "whole nodes (WholeNodes): Grid Engine has no standard exclusive-host"
+            " request (a site that defines one can ask for it in BatchExtraSubmitArgs)",
+        ),
+        (
+            spec.gpu_model is not None,
+            f"GPU model {spec.gpu_model!r} (GPUModel): Grid Engine has"
+            " no standard GPU model request",
+        ),
+        (
+            spec.gpu_mode is not None,
+            f"GPU mode {spec.gpu_mode!r} (GPUMode): Grid Engine has no standard GPU mode request",
+        ),
+        (bool(spec.mics), "MIC coprocessors (MICNumber): Grid Engine has no standard request"),
+    ]
+    for bad, why in refused:
+        if bad:
+            raise DriverError(f"cannot ask for {why}")
 
 
 def qsub_options(
@@ -298,7 +323,10 @@ def qsub_options(
         )
     else:
         slots = 1
+    _check_unsupported(spec)
     resources = []
+    if spec.gpus:  # the complex the C blahp asks for; a site without it gets qsub's error
+        resources.append(f"gpu={int(spec.gpus)}")
     if spec.runtime_s:
         resources.append(f"h_rt={int(spec.runtime_s)}")
     if spec.memory_mb:

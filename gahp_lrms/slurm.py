@@ -30,7 +30,7 @@ from typing import Any
 from gahp_lrms.base import CommandDriver, Submission, command_failure
 from gahp_lrms.config import SlurmConfig
 from gahp_lrms.model import DriverError, JobInfo, JobSpec, JobStatus
-from gahp_lrms.script import render_script, safe_job_name
+from gahp_lrms.script import directive_line, render_script, safe_job_name
 
 __all__ = [
     "SlurmDriver",
@@ -41,8 +41,11 @@ __all__ = [
     "parse_sacct_rows",
     "parse_scontrol_job",
     "parse_squeue",
+    "gres",
     "sbatch_options",
     "slurm_job_name",
+    "split_job_id",
+    "split_queue",
 ]
 
 
@@ -230,22 +233,67 @@ def slurm_job_name(name: str | None, default: str = "gahp") -> str:
     return safe_job_name(name, 64, default)
 
 
+_CLUSTER = re.compile(r"[A-Za-z0-9_.-]{1,64}\Z")
+
+
+def split_queue(queue: str | None) -> tuple[str | None, str | None]:
+    """``(partition, cluster)`` of a queue ``partition@cluster`` (HTCondor's way of naming
+    a cluster of a Slurm multi-cluster setup, as the C blahp reads it); either may be None."""
+    if not queue:
+        return None, None
+    part, sep, cluster = queue.partition("@")
+    if not sep:
+        return queue, None
+    if not _CLUSTER.match(cluster):
+        raise DriverError(f"Slurm cluster name {cluster!r} (in queue {queue!r}) is not a name")
+    return part or None, cluster
+
+
+def split_job_id(native_id: str) -> tuple[str, str | None]:
+    """``(job id, cluster)`` of a native id ``ID`` or ``ID@cluster``."""
+    job, _, cluster = native_id.partition("@")
+    return job, cluster or None
+
+
+def gres(spec: JobSpec) -> str | None:
+    """The ``--gres`` value for the job's GPUs and MICs, or None.  Slurm has no GPU mode:
+    a ``gpu_mode`` is refused."""
+    if spec.gpu_mode is not None:
+        raise DriverError(
+            f"GPU mode {spec.gpu_mode!r} (GPUMode) cannot be asked of Slurm: it has no GPU modes"
+        )
+    items = []
+    if spec.gpus or spec.gpu_model:
+        model = f":{spec.gpu_model}" if spec.gpu_model else ""
+        items.append(f"gpu{model}:{int(spec.gpus or 1)}")
+    if spec.mics:
+        items.append(f"mic:{int(spec.mics)}")
+    return ",".join(items) or None
+
+
 def sbatch_options(spec: JobSpec) -> list[str]:
     """sbatch options for ``spec`` (a list of argv items, never shell text)."""
     opts = ["--parsable", "-J", slurm_job_name(spec.name), "-o", "/dev/null"]
     opts += ["-e", "/dev/null"]
     if spec.workdir is not None:
         opts += ["-D", spec.workdir]
-    if spec.queue:
-        opts += ["-p", spec.queue]
+    partition, cluster = split_queue(spec.queue)
+    if partition:
+        opts += ["-p", partition]
+    if cluster:
+        opts += ["-M", cluster]
     if spec.project:
         opts += ["-A", spec.project]
     if spec.memory_mb:
         opts.append(f"--mem={int(spec.memory_mb)}M")
     if spec.runtime_s:
         opts += ["-t", str(max(1, math.ceil(spec.runtime_s / 60)))]
-    if spec.nodes:
-        opts += ["-N", str(int(spec.nodes))]
+    if spec.nodes or spec.whole_nodes:
+        opts += ["-N", str(int(spec.nodes or 1))]
+    if spec.whole_nodes:
+        opts.append("--exclusive")
+    if (value := gres(spec)) is not None:
+        opts.append(f"--gres={value}")
     if spec.count > 1:
         opts.append(f"--ntasks={int(spec.count)}")
     if spec.cpus_per_node:
@@ -253,6 +301,11 @@ def sbatch_options(spec: JobSpec) -> list[str]:
     if spec.start_held:
         opts.append("-H")
     return opts
+
+
+def _clusters(cluster: str | None) -> list[str]:
+    """The ``-M`` option that sends a command to ``cluster`` (none for the local one)."""
+    return ["-M", cluster] if cluster else []
 
 
 # ---------------------------------------------------------------------- driver
@@ -271,12 +324,19 @@ class SlurmDriver(CommandDriver):
         self._slurmdbd: bool | None = None  # whether plain sacct works (None: not tried)
 
     # ------------------------------------------------------------------ helpers
+    def _on_job(self, command: Sequence[str], native_id: str) -> list[str]:
+        job, cluster = split_job_id(native_id)
+        return [command[0], *_clusters(cluster), *command[1:], job]
+
     def lookup(self, native_id: str) -> tuple[str, dict[str, str] | None]:
         """Where the job was found (``scontrol``, ``sacct``, ``jobcomp`` or ``none``) and its
-        fields."""
-        proc = self._run("scontrol", "-o", "show", "job", native_id, check=False)
-        if proc.returncode == 0 and proc.stdout.strip():
-            return "scontrol", parse_scontrol_job(proc.stdout.splitlines()[0])
+        fields.  A job ``ID@cluster`` is asked of that cluster (``-M``)."""
+        job, cluster = split_job_id(native_id)
+        m = _clusters(cluster)
+        proc = self._run("scontrol", *m, "-o", "show", "job", job, check=False)
+        lines = [line for line in proc.stdout.splitlines() if "JobId=" in line]
+        if proc.returncode == 0 and lines:
+            return "scontrol", parse_scontrol_job(lines[0])
         if "invalid job id" not in (proc.stderr + proc.stdout).lower():
             raise DriverError(command_failure(["scontrol"], proc))
         fmt = "JobID,State,ExitCode,Elapsed,NodeList"
@@ -285,9 +345,9 @@ class SlurmDriver(CommandDriver):
             ("jobcomp", ["-c", "-o", fmt]),  # jobcomp/filetxt
         )
         for source, extra in queries:
-            proc = self._run("sacct", "-P", "-j", native_id, *extra, check=False)
+            proc = self._run("sacct", *m, "-P", "-j", job, *extra, check=False)
             if proc.returncode == 0:
-                row = parse_sacct(proc.stdout, native_id)
+                row = parse_sacct(proc.stdout, job)
                 if row is not None:
                     return source, row
         return "none", None
@@ -297,47 +357,74 @@ class SlurmDriver(CommandDriver):
 
     def bulk_fields(self, native_ids: Sequence[str]) -> dict[str, dict[str, str]]:
         """Fields of the jobs among ``native_ids`` that Slurm still knows, from one ``squeue``
-        and, for those the controller has forgotten, one ``sacct`` (or ``sacct -c``)."""
-        ids = ",".join(native_ids)
-        proc = self._run("squeue", "-h", "-t", "all", "-j", ids, "-O", SQUEUE_FORMAT, check=False)
+        and, for those the controller has forgotten, one ``sacct`` (or ``sacct -c``) per
+        cluster (the local one, and each of the jobs ``ID@cluster``)."""
+        by_cluster: dict[str | None, dict[str, str]] = {}
+        for native_id in native_ids:
+            job, cluster = split_job_id(native_id)
+            by_cluster.setdefault(cluster, {})[job] = native_id
+        found: dict[str, dict[str, str]] = {}
+        for cluster, jobs in by_cluster.items():
+            for job, fields in self._cluster_fields(cluster, list(jobs)).items():
+                if job in jobs:
+                    found[jobs[job]] = fields
+        return found
+
+    def _cluster_fields(
+        self, cluster: str | None, jobs: Sequence[str]
+    ) -> dict[str, dict[str, str]]:
+        m = _clusters(cluster)
+        ids = ",".join(jobs)
+        proc = self._run(
+            "squeue", *m, "-h", "-t", "all", "-j", ids, "-O", SQUEUE_FORMAT, check=False
+        )
         if proc.returncode == 0:
             found = parse_squeue(proc.stdout)
         elif "invalid job id" in (proc.stderr + proc.stdout).lower():
             found = {}  # none of them is known to the controller any more
         else:
             raise DriverError(command_failure(["squeue"], proc))
-        gone = [i for i in native_ids if i not in found]
+        gone = [i for i in jobs if i not in found]
         if gone:
-            found.update(self._accounting(gone))
+            found.update(self._accounting(gone, cluster))
         return found
 
-    def _accounting(self, native_ids: Sequence[str]) -> dict[str, dict[str, str]]:
+    def _accounting(
+        self, native_ids: Sequence[str], cluster: str | None = None
+    ) -> dict[str, dict[str, str]]:
         """sacct rows of finished jobs: slurmdbd's when it is configured, else jobcomp's."""
         fmt = "JobID,State,ExitCode,Elapsed,NodeList"
+        m = _clusters(cluster)
         ids = ",".join(native_ids)
         wanted = set(native_ids)
-        if self._slurmdbd is not False:
+        if self._slurmdbd is not False or cluster is not None:
             proc = self._run(
-                "sacct", "-P", "-j", ids, "-o", fmt + ",UserCPU,SystemCPU", check=False
+                "sacct", *m, "-P", "-j", ids, "-o", fmt + ",UserCPU,SystemCPU", check=False
             )
             if proc.returncode == 0:
-                self._slurmdbd = True
+                if cluster is None:
+                    self._slurmdbd = True
                 return {k: v for k, v in parse_sacct_rows(proc.stdout).items() if k in wanted}
-            if "disabled" in (proc.stderr + proc.stdout).lower():
+            if "disabled" in (proc.stderr + proc.stdout).lower() and cluster is None:
                 self._slurmdbd = False
-        proc = self._run("sacct", "-c", "-P", "-j", ids, "-o", fmt, check=False)
+        proc = self._run("sacct", *m, "-c", "-P", "-j", ids, "-o", fmt, check=False)
         if proc.returncode != 0:
             return {}  # those jobs are then asked one by one
         return {k: v for k, v in parse_sacct_rows(proc.stdout).items() if k in wanted}
 
     # ------------------------------------------------------------------ submit (see CommandDriver)
-    job_id = re.compile(r"\d+(?:_\d+)?\Z")
+    job_id = re.compile(r"\d+(?:_\d+)?(?:@[A-Za-z0-9_.-]{1,64})?\Z")
+    """``ID``, or ``ID@cluster`` for a job sent to another cluster (queue ``part@cluster``)."""
     submit_command = "sbatch"
     workdir_default = False  # sbatch's is its own working directory: the server's
 
     def _submission(self, spec: JobSpec) -> Submission:
-        script = render_script(spec, launcher=["srun", "--kill-on-bad-exit=0"])
-        return Submission(sbatch_options(spec), input=script)
+        site = [*spec.directives, *directive_line("#SBATCH", spec.extra_args)]
+        script = render_script(spec, launcher=["srun", "--kill-on-bad-exit=0"], directives=site)
+        _, cluster = split_queue(spec.queue)  # its jobs are "ID@cluster"
+        return Submission(
+            sbatch_options(spec), input=script, id_suffix=f"@{cluster}" if cluster else ""
+        )
 
     def _printed_id(self, stdout: str) -> str:
         return stdout.strip().split(";")[0]  # --parsable: "ID" or "ID;cluster"
@@ -379,9 +466,9 @@ class SlurmDriver(CommandDriver):
         state = (fields or {}).get("JobState", "")
         self._changed(native_id)
         if state == "SUSPENDED":
-            self._run("scontrol", "resume", native_id)
+            self._run(*self._on_job(("scontrol", "resume"), native_id))
         else:
-            self._run("scontrol", "release", native_id)
+            self._run(*self._on_job(("scontrol", "release"), native_id))
         self._changed(native_id)
 
     def ping(self) -> None:
