@@ -300,6 +300,7 @@ def gahp_commands(context: BackendContext) -> list[Command]:
             f"{getpass.getuser()} ({exc.strerror}): requests will fail until it is writable "
             "(set state_dir or --state-dir to a directory each job owner can write)"
         )
+    log.info("configuration files read: %s", ", ".join(config.files) or "none (defaults)")
     for warning in config.warnings:
         context.warn(f"blah.config: {warning}")
     os.environ.update(config.exports)  # as the C blahp's scripts source blah.config

@@ -354,6 +354,21 @@ def test_startup_warnings_on_stderr_and_exports_reach_the_job(env, tmp_path):
     assert len(lines) == 1 and f"{main}, line 1" in lines[0], err
 
 
+def test_the_log_names_the_configuration_files_read(env, tmp_path):
+    """An operator (and the CE test) can see in blahpd's log which files it runs from."""
+    main = write(tmp_path / "blahp" / "etc" / "blah.config", "slurm_binpath=/usr/bin\n")
+    write(tmp_path / "blahp" / "etc" / "blah.config.d" / "50-site", "pbs_pro=yes\n")
+    run_env = {**os.environ, **env, "BLAHPD_LOCATION": str(tmp_path / "blahp")}
+    run_env.pop("BLAHPD_CONFIG", None)
+    log = tmp_path / "blahpd.log"
+    c = GahpClient(
+        [*BLAHPD, "--state-dir", str(tmp_path / "state"), "--log", str(log)], env=run_env
+    )
+    assert c.quit() == 0
+    lines = [ln for ln in log.read_text().splitlines() if "configuration files read:" in ln]
+    assert len(lines) == 1 and lines[0].endswith(f"read: {main}, {main}.d/50-site"), lines
+
+
 # ---- the site script, found where the C blahp finds it -------------------------------------
 
 
