@@ -16,9 +16,13 @@
 # * three routes, chosen by the job's `+GahpLrms` attribute ("pbs", "lsf"; Slurm otherwise),
 #   each the CE's own route for that batch system; PBS and LSF only when .ci/pbs-up.sh and
 #   .ci/lsf-up.sh ran first (their env files name the commands' directories);
-# * blahpd.toml gets the [driver.pbs] and [driver.lsf] sections and the blahpd wrapper exports
-#   PBS_CONF_FILE and LSF_ENVDIR;
-# * a site-script directory ($DIR/site-scripts, [site] local_submit_attributes_dir), empty:
+# * no blahpd.toml at all: blahpd reads a C-blahp-style blah.config, as a site that moved from
+#   the C blahp keeps it: $DIR/blahp/etc/blah.config (Slurm and PBS: binpaths, exports,
+#   pbs_pro; blah_libexec_directory) and blah.config.d/50-ci (LSF's lsf_confpath), root's,
+#   mode 0644; BLAHPD_LOCATION = $DIR/blahp in the CE's configuration, which the gridmanager
+#   puts in the GAHP's environment (as for a tarball install of the C blahp); the wrapper only
+#   adds the per-user --log and --state-dir;
+# * a site-script directory ($DIR/site-scripts, blah.config's blah_libexec_directory), empty:
 #   tests put C-blahp-style <lrms>_local_submit_attributes.sh scripts there;
 # * faster polling for tests (job router 2 s, gridmanager job probe 2 s, schedd interval 5 s);
 # * ENABLE_JOB_RETRIES = True: a released job that had started is routed again (the CE's
@@ -112,22 +116,38 @@ mkdir -p "$DIR/site-scripts" && chmod 755 "$DIR/site-scripts"
 cat >"$DIR/bin/blahpd-wrapper" <<EOF
 #!/bin/sh
 # BATCH_GAHP of the CI's HTCondor-CE (written by .ci/htcondor-ce-up.sh); runs as the job owner;
-# nothing here writes to stdout.
-export SLURM_CONF="$SLURM_CONF_FILE"
-if [ -n "$PBS_CONF_VALUE" ]; then export PBS_CONF_FILE="$PBS_CONF_VALUE"; fi
-if [ -n "$LSF_ENVDIR_VALUE" ]; then export LSF_ENVDIR="$LSF_ENVDIR_VALUE"; fi
-exec "$VENV/bin/blahpd" --config "$DIR/blahpd.toml" --log "$DIR/blahlog/BlahpdLog.\$(id -un)" \\
+# nothing here writes to stdout. Its settings are blah.config's (found through BLAHPD_LOCATION).
+exec "$VENV/bin/blahpd" --log "$DIR/blahlog/BlahpdLog.\$(id -un)" \\
     --state-dir "$DIR/blah-users/\$(id -un)" "\$@"
 EOF
 chmod 755 "$DIR/bin/blahpd-wrapper"
 
+# ---------------------------------------------------------------- the site's blah.config
+# no blahpd.toml anywhere (the recipe writes one): a TOML file in force means no blah.config
+rm -f "$DIR/blahpd.toml"
+BLAH_LOCATION="$DIR/blahp"
+BLAH_CONFIG="$BLAH_LOCATION/etc/blah.config"
+SBATCH="$(command -v sbatch)" || die "no sbatch on PATH (run .ci/slurm-up.sh first)"
+rm -rf "$BLAH_LOCATION"
+install -d -o root -g root -m 755 "$BLAH_LOCATION" "$BLAH_LOCATION/etc" "$BLAH_CONFIG.d"
 {
-    printf '# blahpd under the CI HTCondor-CE (written by .ci/htcondor-ce-up.sh)\n'
-    printf 'drivers = ["slurm", "pbs", "lsf", "fork"]\n\n[driver.slurm]\nslurm_conf = "%s"\n' "$SLURM_CONF_FILE"
-    if [ -n "$PBS_BIN_DIR" ]; then printf '\n[driver.pbs]\nbin_dir = "%s"\n' "$PBS_BIN_DIR"; fi
-    if [ -n "$LSF_ENVDIR_VALUE" ]; then printf '\n[driver.lsf]\nlsf_envdir = "%s"\n' "$LSF_ENVDIR_VALUE"; fi
-    printf '\n[site]\nlocal_submit_attributes_dir = "%s"\n' "$DIR/site-scripts"
-} >"$DIR/blahpd.toml"
+    printf '# blah.config of the CI HTCondor-CE (written by .ci/htcondor-ce-up.sh), as a site\n'
+    printf '# running the C blahp has it; blahpd reads it (there is no blahpd.toml).\n'
+    printf 'supported_lrms=slurm,pbs,lsf\n'
+    printf 'blah_libexec_directory=%s\n' "$DIR/site-scripts"
+    printf '\n# Slurm\nslurm_binpath=%s\nexport SLURM_CONF=%s\n' "$(dirname "$SBATCH")" "$SLURM_CONF_FILE"
+    if [ -n "$PBS_BIN_DIR" ]; then
+        printf '\n# OpenPBS\npbs_binpath=%s\npbs_pro=yes\n' "$PBS_BIN_DIR"
+        if [ -n "$PBS_CONF_VALUE" ]; then printf 'export PBS_CONF_FILE=%s\n' "$PBS_CONF_VALUE"; fi
+    fi
+} >"$BLAH_CONFIG.new"
+install -o root -g root -m 644 "$BLAH_CONFIG.new" "$BLAH_CONFIG"
+{
+    printf '# LSF (volclava), from a blah.config.d file (written by .ci/htcondor-ce-up.sh)\n'
+    if [ -n "$LSF_ENVDIR_VALUE" ]; then printf 'lsf_confpath=%s\n' "$LSF_ENVDIR_VALUE"; fi
+} >"$BLAH_CONFIG.new"
+install -o root -g root -m 644 "$BLAH_CONFIG.new" "$BLAH_CONFIG.d/50-ci"
+rm -f "$BLAH_CONFIG.new"
 
 ROUTES="Slurm_Cluster"
 route() { # name lrms requirement
@@ -135,6 +155,10 @@ route() { # name lrms requirement
 }
 {
     printf '# CI: a route per batch system, chosen by +GahpLrms (written by .ci/htcondor-ce-up.sh)\n'
+    # the gridmanager puts BLAHPD_LOCATION in the GAHP's environment (its default, the
+    # release directory, would be used otherwise); blahpd, like the C blahp, then reads
+    # $BLAHPD_LOCATION/etc/blah.config
+    printf 'BLAHPD_LOCATION = %s\n\n' "$BLAH_LOCATION"
     route Slurm_Cluster slurm '(GahpLrms ?: "slurm") == "slurm"'
     if [ -n "$PBS_BIN_DIR" ]; then
         route PBS_Cluster pbs 'GahpLrms is "pbs"'
@@ -174,7 +198,7 @@ GAHP_CE_PORT=$PORT
 GAHP_CE_JOB_USER=$JOB_USER
 GAHP_CE_DAEMON_USER=$DAEMON_USER
 GAHP_CE_ROUTES=$ROUTES
-GAHP_CE_BLAHPD_TOML=$DIR/blahpd.toml
+GAHP_CE_BLAH_CONFIG=$BLAH_CONFIG
 GAHP_CE_SITE_SCRIPTS=$DIR/site-scripts
 EOF
 log "HTCondor-CE up (root mode, port $PORT, routes: $ROUTES)"

@@ -56,6 +56,9 @@ class CE:
         self.log_dir = Path(settings["GAHP_CE_LOG"])
         self.blah_log_dir = Path(settings["GAHP_CE_BLAHLOG"])
         self.site_scripts = Path(settings["GAHP_CE_SITE_SCRIPTS"])
+        self.blah_config = Path(settings["GAHP_CE_BLAH_CONFIG"])
+        """The site's blah.config (``$BLAHPD_LOCATION/etc/blah.config``): no blahpd.toml."""
+        self.wrapper = Path(settings["GAHP_CE_DIR"]) / "bin" / "blahpd-wrapper"
         self.venv = Path(settings["GAHP_CE_VENV"])
         self.bootstrap = settings["GAHP_CE_BOOTSTRAP"]
         self.routes = settings.get("GAHP_CE_ROUTES", "").split()

@@ -416,6 +416,67 @@ def test_site_script_turns_ce_requirements_into_batch_directives(
     assert submits and "CondorCE == 1" in submits[-1].replace("\\ ", " "), submits[-1:]
 
 
+def _show_config(text: str) -> dict[str, tuple[str, str]]:
+    """``blahpd --show-config`` as {setting: (value, where it came from)}."""
+    shown: dict[str, tuple[str, str]] = {}
+    lines = text.splitlines()
+    for line, at in zip(lines, lines[1:], strict=False):
+        if " = " in line and at.startswith(" # at: "):
+            name, value = line.split(" = ", 1)
+            shown[name] = (value, at.removeprefix(" # at: "))
+    return shown
+
+
+def test_blahpd_runs_from_the_sites_blah_config_without_a_toml(
+    ce: CE, scenarios: dict[str, Scenario]
+) -> None:
+    """The CE's blahpd runs as a site that moved from the C blahp has it: the CE's
+    BLAHPD_LOCATION reaches blahpd (from the gridmanager), which reads
+    $BLAHPD_LOCATION/etc/blah.config and blah.config.d/, with no blahpd.toml and no warning;
+    every setting comes from there, and the site script (the site scenario's) is found in
+    blah_libexec_directory."""
+    conf = ce.blah_config
+    location = conf.parent.parent
+    assert ce.run(["condor_ce_config_val", "BLAHPD_LOCATION"]).stdout.strip() == str(location)
+    assert not (location / "etc" / "blahpd.toml").exists()
+    wrapper = ce.wrapper.read_text()
+    assert "--config" not in wrapper and "BLAHPD_CONFIG" not in wrapper, wrapper
+    read = f"{conf}, {conf}.d/50-ci"
+
+    # the blahpd the gridmanager ran for the owner's jobs read the site's files, and only them
+    s = scenarios["site"]
+    s.terminated()
+    log = (ce.blah_log_dir / f"BlahpdLog.{ce.user}").read_text(errors="replace").splitlines()
+    reads = {ln.split("configuration files read: ", 1)[1] for ln in log if "files read: " in ln}
+    assert reads == {read}, reads
+    assert not [ln for ln in log if "blah.config: " in ln], "no blah.config warning"
+
+    # what it runs with, as the owner sees it with the CE's BLAHPD_LOCATION
+    proc = ce.run(["env", f"BLAHPD_LOCATION={location}", f"{ce.venv}/bin/blahpd", "--show-config"])
+    out = proc.stdout
+    assert out.splitlines()[0] == f"# configuration files read: {read}", out
+    assert "# WARNING" not in out and "TOML" not in out, out
+    shown = _show_config(out)
+    origins = {where for _, where in shown.values() if where != "<default>"}
+    assert origins and all(w.startswith(f"{conf}") for w in origins), origins
+    expected = {
+        "driver.slurm.bin_dir": (conf, "slurm_binpath="),
+        "driver.slurm.slurm_conf": (conf, "export SLURM_CONF="),
+        "site script directories (in order)": (conf, "blah_libexec_directory="),
+    }
+    if "PBS_Cluster" in ce.routes:
+        expected["driver.pbs.bin_dir"] = (conf, "pbs_binpath=")
+        expected["driver.pbs.flavor"] = (conf, "pbs_pro=yes")
+    if "LSF_Cluster" in ce.routes:
+        expected["driver.lsf.lsf_envdir"] = (Path(f"{conf}.d/50-ci"), "lsf_confpath=")
+    for name, (file, line) in expected.items():
+        where = shown[name][1]
+        assert where.startswith(f"{file}, line ") and f": {line}" in where, (name, where)
+    assert str(ce.site_scripts) in shown["site script directories (in order)"][0]
+    site_script = ce.site_scripts / "slurm_local_submit_attributes.sh"
+    assert f"site script for slurm = {site_script}" in out.splitlines(), out
+
+
 def test_spooled_remote_submission_round_trip(ce: CE, scenarios: dict[str, Scenario]) -> None:
     s = scenarios["spool"]
     wait_until(
