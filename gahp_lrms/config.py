@@ -168,6 +168,9 @@ class ForkConfig(DriverConfig):
     """Interpreter for the supervisor (default: this one)."""
     kill_grace_s: float = setting(non_negative_number, 2.0)
     start_timeout_s: float = setting(positive_number, 15.0)
+    keep_finished_s: float = setting(non_negative_number, 7 * 86400.0)
+    """How long a finished job's directory is kept when its final status is never asked
+    for (once answered, it is removed at once)."""
 
 
 @attrs.frozen

@@ -38,6 +38,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from gahp_core import private_dir
 from gahp_lrms import fork_supervisor as sup
 from gahp_lrms.base import Driver
 from gahp_lrms.config import ForkConfig
@@ -46,6 +47,7 @@ from gahp_lrms.model import DriverError, JobInfo, JobSpec, JobStatus, untracked_
 __all__ = ["ForkDriver"]
 
 _PACKAGE_PARENT = str(Path(__file__).resolve().parent.parent)
+_FINAL = ("finished", "removed", "failed")
 
 
 class ForkDriver(Driver):
@@ -63,6 +65,8 @@ class ForkDriver(Driver):
         self.python = self.settings.python or sys.executable
         self.kill_grace_s = self.settings.kill_grace_s
         self.start_timeout_s = self.settings.start_timeout_s
+        self.keep_finished_s = self.settings.keep_finished_s
+        self._next_sweep = 0.0  # monotonic time of the next sweep of old finished jobs
         self._launch_lock = threading.Lock()
         self._launchers: dict[str, subprocess.Popen[bytes]] = {}
         self._failed_launches: dict[str, int] = {}
@@ -126,13 +130,14 @@ class ForkDriver(Driver):
     # ------------------------------------------------------------------ Driver API
     def submit(self, spec: JobSpec) -> str:
         self._reap()
+        self._sweep()
         native_id = time.strftime("%Y%m%dT%H%M%S") + "-" + uuid.uuid4().hex[:12]
         jobdir = self.jobs_dir / native_id
         workdir = os.path.abspath(spec.workdir) if spec.workdir else os.getcwd()
         if not os.path.isdir(workdir):
             raise DriverError(f"working directory {workdir} does not exist")
         try:
-            self.jobs_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+            private_dir(self.jobs_dir)
             jobdir.mkdir(mode=0o700)
             data = {
                 "executable": spec.executable,
@@ -324,9 +329,44 @@ class ForkDriver(Driver):
         """Remove a finished job's directory (its spec holds the job's environment)."""
         jobdir = self._jobdir(native_id)
         if jobdir.exists() and self.status(native_id).finished:
-            shutil.rmtree(jobdir, ignore_errors=True)
-            with self._launch_lock:
-                self._failed_launches.pop(native_id, None)
+            self._remove(native_id, jobdir)
+
+    def reported(self, native_id: str) -> None:
+        """The final status was answered: the job's directory goes (see :meth:`forget`)."""
+        self.forget(native_id)
+
+    def _remove(self, native_id: str, jobdir: Path) -> None:
+        shutil.rmtree(jobdir, ignore_errors=True)
+        with self._launch_lock:
+            self._failed_launches.pop(native_id, None)
+
+    def _sweep(self) -> None:
+        """Remove the jobs that ended more than ``keep_finished_s`` ago (their final status
+        was never asked for); at most once a minute."""
+        now = time.monotonic()
+        if now < self._next_sweep:
+            return
+        self._next_sweep = now + min(60.0, max(1.0, self.keep_finished_s / 10))
+        limit = time.time() - self.keep_finished_s
+        try:
+            entries = list(os.scandir(self.jobs_dir))
+        except OSError:
+            return
+        for entry in entries:
+            if entry.name.startswith(".") or not entry.is_dir(follow_symlinks=False):
+                continue
+            jobdir = Path(entry.path)
+            try:
+                state = self._read_state(jobdir)
+            except DriverError:
+                continue
+            if state is None:
+                ended = self._launch_age(jobdir) > self.start_timeout_s + self.keep_finished_s
+            else:
+                end = state.get("ended_at")
+                ended = state.get("phase") in _FINAL and end is not None and end < limit
+            if ended:
+                self._remove(entry.name, jobdir)
 
     def hold(self, native_id: str) -> None:
         jobdir = self._jobdir(native_id)
@@ -362,7 +402,7 @@ class ForkDriver(Driver):
 
     def ping(self) -> None:
         try:
-            self.jobs_dir.mkdir(parents=True, exist_ok=True)
+            private_dir(self.jobs_dir)
         except OSError as exc:
             raise DriverError(f"fork driver: state directory unusable: {exc}") from exc
         if not os.access(self.jobs_dir, os.W_OK):

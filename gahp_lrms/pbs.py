@@ -58,6 +58,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
+from gahp_core import private_dir
 from gahp_lrms.base import CommandDriver, Submission, command_failure
 from gahp_lrms.config import FLAVORS, PbsConfig
 from gahp_lrms.model import DriverError, JobInfo, JobSpec, JobStatus
@@ -143,9 +144,7 @@ def parse_qstat_json(text: str) -> dict[str, dict[str, Any]]:
     return {str(k): v for k, v in jobs.items() if isinstance(v, dict)}
 
 
-def jobs_by_native_id(
-    jobs: Mapping[str, _Fields], native_ids: Iterable[str]
-) -> dict[str, _Fields]:
+def jobs_by_native_id(jobs: Mapping[str, _Fields], native_ids: Iterable[str]) -> dict[str, _Fields]:
     """The entries of ``jobs`` (keyed by PBS's full ids, ``1234.server``) for ``native_ids``.
 
     A bare sequence number (``1234``, as in the job ids the C blahp hands out,
@@ -234,9 +233,7 @@ def _exec_host(fields: Mapping[str, Any]) -> str | None:
     return str(fields.get("exec_host") or "").split("/")[0].split("+")[0] or None
 
 
-def _finished_info(
-    fields: Mapping[str, Any], host: str | None, used: float | None
-) -> JobInfo:
+def _finished_info(fields: Mapping[str, Any], host: str | None, used: float | None) -> JobInfo:
     status = fields.get("Exit_status")
     try:
         code = int(status) if status is not None else None
@@ -246,11 +243,16 @@ def _finished_info(
     if code is None:
         comment = str(fields.get("comment") or "").strip()
         why = f"finished without an exit status ({comment})" if comment else None
-        return JobInfo(JobStatus.COMPLETED, exit_reason=why or "finished (exit status unknown)",
-                       **common)
+        return JobInfo(
+            JobStatus.COMPLETED, exit_reason=why or "finished (exit status unknown)", **common
+        )
     if code >= 256:  # the job's top process was killed (a shell's child gives 128 + N)
-        return JobInfo(JobStatus.COMPLETED, exit_signal=code - 256,
-                       exit_reason=f"killed by signal {code - 256}", **common)
+        return JobInfo(
+            JobStatus.COMPLETED,
+            exit_signal=code - 256,
+            exit_reason=f"killed by signal {code - 256}",
+            **common,
+        )
     if code < 0:
         return JobInfo(
             JobStatus.COMPLETED,
@@ -273,18 +275,19 @@ def info_from_pbspro(fields: Mapping[str, Any], *, cancelled: bool = False) -> J
         str(used_field.get("walltime")) if isinstance(used_field, Mapping) else None
     )
     if cancelled:
-        return JobInfo(JobStatus.REMOVED, exit_reason="cancelled", worker_node=host,
-                       wallclock_s=used)
+        return JobInfo(
+            JobStatus.REMOVED, exit_reason="cancelled", worker_node=host, wallclock_s=used
+        )
     if state in ("Q", "W", "T", "M"):
         return JobInfo(JobStatus.IDLE)
     if state == "H":
-        return JobInfo(JobStatus.HELD,
-                       hold_reason=f"held (Hold_Types {fields.get('Hold_Types', 'u')})")
+        return JobInfo(
+            JobStatus.HELD, hold_reason=f"held (Hold_Types {fields.get('Hold_Types', 'u')})"
+        )
     if state in ("R", "E", "B"):
         return JobInfo(JobStatus.RUNNING, worker_node=host, wallclock_s=used)
     if state in ("S", "U"):
-        return JobInfo(JobStatus.HELD, worker_node=host, wallclock_s=used,
-                       hold_reason="suspended")
+        return JobInfo(JobStatus.HELD, worker_node=host, wallclock_s=used, hold_reason="suspended")
     if state in ("F", "X"):
         return _finished_info(fields, host, used)
     raise DriverError(f"unexpected PBS job state {state!r}")
@@ -329,6 +332,7 @@ class PbsDriver(CommandDriver):
         flavor = self.settings.flavor
         self._flavor: str | None = None if flavor == "auto" else flavor
         self._history: bool | None = None
+        self._tmp_scripts: Path | None = None  # made by _script_dir when state_dir will not do
         self._slurm: SlurmDriver | None = None
         if (
             flavor != "pbspro"
@@ -375,11 +379,31 @@ class PbsDriver(CommandDriver):
         return self._history
 
     def _script_dir(self) -> Path:
-        for base in (self.state_dir / "pbs", Path(tempfile.gettempdir()) / "gahp-pbs"):
+        """A private directory with a shell-safe path for job scripts: ``state_dir/pbs``,
+        else (a path with ``@``, say) one made for this driver by ``mkdtemp``, never a
+        shared one."""
+        try:
+            base = self.state_dir / "pbs"
             if _SAFE_PATH.match(str(base.resolve())):
-                base.mkdir(parents=True, exist_ok=True)
-                return base.resolve()
-        raise DriverError(f"no shell-safe directory for PBS scripts (state_dir {self.state_dir})")
+                return private_dir(base).resolve()
+            with self._lock:
+                if self._tmp_scripts is None:
+                    tmp = Path(tempfile.mkdtemp(prefix="gahp-pbs-")).resolve()
+                    if not _SAFE_PATH.match(str(tmp)):
+                        os.rmdir(tmp)
+                        raise DriverError(
+                            f"no shell-safe directory for PBS scripts (state_dir {self.state_dir})"
+                        )
+                    self._tmp_scripts = tmp
+                return private_dir(self._tmp_scripts)
+        except OSError as exc:
+            raise DriverError(f"no usable directory for PBS scripts: {exc}") from exc
+
+    async def aclose(self) -> None:
+        await super().aclose()
+        if self._tmp_scripts is not None:
+            with contextlib.suppress(OSError):
+                self._tmp_scripts.rmdir()  # empty: each script is removed once submitted
 
     # ------------------------------------------------------------------ submit (see CommandDriver)
     job_id = re.compile(r"[A-Za-z0-9_.\[\]-]+\Z")
