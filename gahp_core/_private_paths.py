@@ -127,8 +127,14 @@ def open_private(
     try:
         fd = os.open(path, flags | os.O_NONBLOCK, 0o600)  # no wait on a FIFO put there
     except OSError as exc:
-        if exc.errno == errno.ELOOP:  # the last component is a link
-            raise UnsafePath(f"refusing {os.fspath(path)}: it is a symbolic link") from None
+        if exc.errno in (errno.ELOOP, errno.EACCES, errno.EPERM):
+            # A link, or a file the kernel keeps us from (someone else's in a sticky
+            # directory): say which.
+            try:
+                st = os.lstat(path)
+            except OSError:
+                raise exc from None
+            check_private(path, st, directory=False)
         raise
     try:
         if not exclusive:
