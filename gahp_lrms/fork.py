@@ -3,7 +3,10 @@
 Job ``ID`` lives in ``state_dir/fork/ID/``: ``spec.json`` (what to run), ``state.json`` (what
 the supervisor saw: pids, exit status, times), the markers ``held`` and ``removed``, and
 ``supervisor.log``.  Nothing is kept in memory, so a new driver on the same ``state_dir``
-answers for every job an earlier one started.
+answers for every job an earlier one started.  Once the job's final status has been answered
+(:meth:`ForkDriver.reported`) its directory goes and only that status stays, in
+``state_dir/final/ID``, for ``keep_finished_s``; a finished job never asked about goes
+``keep_finished_s`` after its end.  Every directory is the user's own, mode 0700.
 
 * ``submit`` writes the spec, starts the supervisor and returns without waiting for it: the
   job is IDLE until the supervisor has started it.  A supervisor that fails to start, or has
@@ -38,11 +41,12 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from gahp_core import private_dir
+from gahp_core import open_private, private_dir, write_private
 from gahp_lrms import fork_supervisor as sup
 from gahp_lrms.base import Driver
 from gahp_lrms.config import ForkConfig
 from gahp_lrms.model import DriverError, JobInfo, JobSpec, JobStatus, untracked_environ
+from gahp_lrms.registry import info_from_json, info_to_json
 
 __all__ = ["ForkDriver"]
 
@@ -62,6 +66,7 @@ class ForkDriver(Driver):
     def __init__(self, config: Mapping[str, Any], state_dir: Path) -> None:
         super().__init__(config, state_dir)
         self.jobs_dir = self.state_dir / "fork"
+        self.final_dir = self.state_dir / "final"
         self.python = self.settings.python or sys.executable
         self.kill_grace_s = self.settings.kill_grace_s
         self.start_timeout_s = self.settings.start_timeout_s
@@ -229,6 +234,9 @@ class ForkDriver(Driver):
         self._reap()
         jobdir = self._jobdir(native_id)
         if not (jobdir / sup.SPEC).exists():
+            final = self._final(native_id)
+            if final is not None:
+                return final
             return JobInfo(JobStatus.COMPLETED, exit_reason="unknown job: no record of it")
         state = self._read_state(jobdir)
         removed = (jobdir / sup.REMOVED).exists()
@@ -332,8 +340,36 @@ class ForkDriver(Driver):
             self._remove(native_id, jobdir)
 
     def reported(self, native_id: str) -> None:
-        """The final status was answered: the job's directory goes (see :meth:`forget`)."""
-        self.forget(native_id)
+        """The final status was answered: the job's directory goes (its spec holds the
+        job's environment); only its final status stays, in ``state_dir/final/ID``, for
+        ``keep_finished_s`` (a client that asks again gets the same answer)."""
+        jobdir = self._jobdir(native_id)
+        if not jobdir.exists():
+            return
+        info = self.status(native_id)
+        if not info.finished:
+            return
+        try:
+            private_dir(self.final_dir)
+            data = json.dumps(info_to_json(info), separators=(",", ":")).encode()
+            write_private(self.final_dir / native_id, data, durable=False)
+        except OSError as exc:
+            raise DriverError(f"cannot record the end of fork job {native_id}: {exc}") from exc
+        self._remove(native_id, jobdir)
+
+    def _final(self, native_id: str) -> JobInfo | None:
+        """The final status :meth:`reported` kept, if any."""
+        try:
+            fd = open_private(self.final_dir / native_id)
+        except FileNotFoundError:
+            return None
+        except OSError as exc:
+            raise DriverError(f"cannot read the end of fork job {native_id}: {exc}") from exc
+        try:
+            with os.fdopen(fd, "rb") as fh:
+                return info_from_json(json.loads(fh.read(65536)))
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            raise DriverError(f"cannot read the end of fork job {native_id}: {exc}") from exc
 
     def _remove(self, native_id: str, jobdir: Path) -> None:
         shutil.rmtree(jobdir, ignore_errors=True)
@@ -348,6 +384,11 @@ class ForkDriver(Driver):
             return
         self._next_sweep = now + min(60.0, max(1.0, self.keep_finished_s / 10))
         limit = time.time() - self.keep_finished_s
+        with contextlib.suppress(OSError):
+            for entry in os.scandir(self.final_dir):
+                with contextlib.suppress(OSError):
+                    if entry.stat(follow_symlinks=False).st_mtime < limit:
+                        os.unlink(entry.path)
         try:
             entries = list(os.scandir(self.jobs_dir))
         except OSError:
