@@ -109,7 +109,7 @@ def check_parent(path: str | os.PathLike[str]) -> None:
             raise _refuse(path, s, "it belongs to another user")
     target = checked[-1]
     if not stat.S_ISDIR(target.st_mode):
-        raise _refuse(path, target, "it is not a directory")
+        raise NotADirectoryError(errno.ENOTDIR, os.strerror(errno.ENOTDIR), os.fspath(path))
     if target.st_mode & _SHARED_WRITE and not target.st_mode & stat.S_ISVTX:
         raise _refuse(path, target, "other users may write to it")
 
