@@ -29,8 +29,9 @@ drives them (banner, ASYNC_MODE_ON, request ids, RESULTS, at most 50 requests in
    descendants), RSS (blahpd alone and with its descendants), slurmctld RPCs per job.  The
    HTCondor is stopped at the end.
 4. RSS: each blahpd idle (after a BLAH_PING); a soak of ours (``--soak N``, fork jobs of
-   ``/bin/true`` submitted and polled to completion, 50 in flight): RSS after the first 1,000
-   jobs and at the end; it must end within 1.5x of the first figure.
+   ``/bin/true`` with a proxy, submitted and polled to completion, 50 in flight): RSS after
+   the first 1,000 jobs and at the end; it must end within 1.5x of the first figure, with
+   no job directory or proxy record left (each goes once its final status is answered).
 
 Without the C blahp tarball only our side runs; a batch system that is not reachable is
 skipped with a line saying so, unless GAHP_REQUIRE_<SYSTEM>=1 (SLURM, PBS, LSF, SGE), which
@@ -39,7 +40,8 @@ makes it an error (as GAHP_REQUIRE_HTCONDOR=1 does for the burst).
 Usage: python benchmarks/blah_vs_c_blahp.py [--small] [--n N] [--systems slurm,pbs,lsf,sge]
            [--seeds 3] [--cases 1000] [--burst-jobs J] [--[no-]burst] [--soak N]
            [--parts status,fuzz,burst,idle,soak]
-Exit status 1 when our blahpd died or hung in the fuzz or the soak's RSS grew past 1.5x.
+Exit status 1 when our blahpd died or hung in the fuzz, or the soak's RSS grew past 1.5x or
+it left job directories behind.
 """
 
 from __future__ import annotations
@@ -883,17 +885,22 @@ def burst_table(rows: list[BurstRow]) -> None:
 
 
 # ---------------------------------------------------------------------- part 4: RSS, soak
-def soak(work: Path, total: int, inflight: int) -> tuple[int, int, int, float]:
-    """Our blahpd handles ``total`` fork jobs of /bin/true (submitted, polled until
-    COMPLETED); the checkpoint (1,000 jobs, a fifth of a soak under 2,000), the RSS (KiB)
-    there and at the end, the seconds taken."""
+def soak(work: Path, total: int, inflight: int) -> tuple[int, int, int, float, int]:
+    """Our blahpd handles ``total`` fork jobs of /bin/true, each with a proxy (submitted,
+    polled until COMPLETED); the checkpoint (1,000 jobs, a fifth of a soak under 2,000), the
+    RSS (KiB) there and at the end, the seconds taken, and the job directories and proxy
+    records left in the state directory at the end (must be none: each goes once its
+    final status is answered)."""
     checkpoint = 1000 if total >= 2000 else max(total // 5, 1)
     batch = min(500, checkpoint)
     side = our_side(work, "soak", 'drivers = ["fork"]\n')
     iwd = work / "soak-iwd"
     iwd.mkdir()
+    proxy = iwd / "x509up"
+    proxy.write_text("soak proxy\n")
+    proxy.chmod(0o600)
     ad = (f'[ Cmd = "/bin/true"; Iwd = "{iwd}"; Out = "/dev/null"; Err = "/dev/null"; '
-          'gridtype = "fork" ]')
+          f'gridtype = "fork"; x509UserProxy = "{proxy}" ]')
     first = rss_first = 0
     t0 = time.monotonic()
     with side.client() as c:
@@ -915,9 +922,18 @@ def soak(work: Path, total: int, inflight: int) -> tuple[int, int, int, float]:
                 first, rss_first = done, proc_status(c.proc.pid, "VmRSS")
         rss_end = proc_status(c.proc.pid, "VmRSS")
         c.quit(timeout=30)
+    state = work / "ours-state-soak"
+    left = [p for d in (state / "fork" / "fork", state / "proxies") if d.is_dir()
+            for p in d.iterdir()]
     log(f"soak: {total} fork jobs in {time.monotonic() - t0:.1f} s; RSS after {first}: "
-        f"{rss_first / 1024:.1f} MiB, at the end: {rss_end / 1024:.1f} MiB")
-    return first, rss_first, rss_end, time.monotonic() - t0
+        f"{rss_first / 1024:.1f} MiB, at the end: {rss_end / 1024:.1f} MiB; "
+        f"{len(left)} job directories or proxy records left, "
+        f"{_count(state / 'fork' / 'final')} final-status records (kept keep_finished_s)")
+    return first, rss_first, rss_end, time.monotonic() - t0, len(left)
+
+
+def _count(d: Path) -> int:
+    return sum(1 for _ in d.iterdir()) if d.is_dir() else 0
 
 
 # ---------------------------------------------------------------------- main
@@ -1000,12 +1016,13 @@ def main(argv: list[str] | None = None) -> int:
         table(f"IDLE RSS (after the banner and one BLAH_PING {lrms})",
               ["blahpd", "RSS MiB", "with children MiB"], rows)
     if soak_result:
-        checkpoint, first, end, secs = soak_result
+        checkpoint, first, end, secs, left = soak_result
         ok = end <= 1.5 * first
-        failed |= not ok
+        failed |= not ok or left > 0
         log(f"\nSOAK (ours, {soak_jobs} fork jobs, {secs:.0f} s): RSS after the first "
             f"{checkpoint} {first / 1024:.1f} MiB, at the end {end / 1024:.1f} MiB "
-            f"({end / first:.2f}x; requirement <= 1.5x: {'yes' if ok else 'NO'})")
+            f"({end / first:.2f}x; requirement <= 1.5x: {'yes' if ok else 'NO'}); "
+            f"job directories and proxy records left: {left} (requirement: none)")
     ours_bad = [r for r in fuzz_rows if r.side == OURS and (r.deaths or r.hangs)]
     failed |= bool(ours_bad)
     log(f"\ntotal {time.monotonic() - t_start:.0f} s")

@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import getpass
 import logging
 import os
-import shutil
 import sys
 import threading
 from collections.abc import Callable, Sequence
@@ -32,16 +32,24 @@ from gahp_core import (
     BackendContext,
     Command,
     ConfigError,
+    UnsafePath,
     Version,
+    check_parent,
     error_text,
     hookimpl,
+    open_private,
     out_of_service,
+    private_dir,
+    write_private,
 )
 from gahp_lrms import Driver, DriverError, JobSpec, get_driver
 
 log = logging.getLogger("gahp.blah")
 
 OK = ("0", "No error")
+_MAX_PROXY = 1 << 20
+"""Bytes a proxy file may hold (a proxy chain is a few KiB)."""
+_MAX_PROXY_RECORD = 8192
 T = TypeVar("T")
 
 
@@ -171,7 +179,19 @@ class BlahBackend:
     def status(self, args: Sequence[str]) -> tuple[str, ...]:
         jid, drv = self._job(args[0])
         info = drv.status(jid.native)
-        return (*OK, str(int(info.status)), status_ad(jid.native, info))
+        reply = (*OK, str(int(info.status)), status_ad(jid.native, info))
+        if info.finished:
+            # Its final status is answered: the client will not ask again. Drop what is
+            # kept of it (a fork job's spec holds its environment; the proxy record).
+            self._forget(jid, drv)
+        return reply
+
+    def _forget(self, jid: JobId, drv: Driver) -> None:
+        try:
+            drv.reported(jid.native)
+            self._forget_proxy(jid)
+        except (DriverError, OSError) as exc:
+            log.warning("cannot drop what is kept of finished job %s: %s", jid, exc)
 
     def cancel(self, args: Sequence[str]) -> tuple[str, ...]:
         jid, drv = self._job(args[0])
@@ -200,10 +220,7 @@ class BlahBackend:
             return ("0", "No proxy to renew - job finished")
         old = self._recorded_proxy(jid)
         if old is not None and old.resolve() != new.resolve():
-            tmp = old.with_name(f".{old.name}.refresh-{os.getpid()}")
-            shutil.copyfile(new, tmp)
-            os.chmod(tmp, 0o600)
-            os.replace(tmp, old)
+            _replace_proxy(new, old)
         return OK
 
     def ping(self, args: Sequence[str]) -> tuple[str, ...]:
@@ -219,18 +236,22 @@ class BlahBackend:
 
     def _remember_proxy(self, jid: JobId, proxy: str) -> None:
         rec = self._proxy_record(jid)
-        rec.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-        tmp = rec.with_name(f"{rec.name}.tmp-{threading.get_ident()}")
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        with os.fdopen(fd, "w") as fh:
-            fh.write(os.path.abspath(proxy))  # absolute already (Iwd-relative ones resolved)
-        os.replace(tmp, rec)
+        private_dir(rec.parent)
+        # absolute already (Iwd-relative ones resolved)
+        write_private(rec, os.path.abspath(proxy).encode())
 
     def _recorded_proxy(self, jid: JobId) -> Path | None:
         try:
-            return Path(self._proxy_record(jid).read_text().strip())
-        except OSError:
+            fd = open_private(self._proxy_record(jid))
+        except FileNotFoundError:
             return None
+        with os.fdopen(fd, "rb") as fh:
+            text = fh.read(_MAX_PROXY_RECORD).decode(errors="replace").strip()
+        return Path(text) if text else None
+
+    def _forget_proxy(self, jid: JobId) -> None:
+        with contextlib.suppress(FileNotFoundError):
+            self._proxy_record(jid).unlink()
 
     def commands(self) -> list[Command]:
         def cmd(name, handler, nargs, fields_on_error):
@@ -246,6 +267,18 @@ class BlahBackend:
             cmd("BLAH_JOB_REFRESH_PROXY", self.refresh_proxy, 2, three),
             cmd("BLAH_PING", self.ping, 1, three),
         ]
+
+
+def _replace_proxy(new: Path, old: Path) -> None:
+    """Put the renewed proxy ``new`` in place of ``old``: written to a new 0600 file of a
+    random name beside it (nobody else can have made or opened it), on disk, then renamed
+    over it."""
+    check_parent(old.parent)
+    with open(new, "rb") as fh:
+        data = fh.read(_MAX_PROXY + 1)
+    if len(data) > _MAX_PROXY:
+        raise Failure(f"proxy file {new} is larger than {_MAX_PROXY} bytes")
+    write_private(old, data)
 
 
 def _errors(handler: Callable[[Sequence[str]], T]) -> Callable[[Sequence[str]], T]:
@@ -293,7 +326,10 @@ def gahp_commands(context: BackendContext) -> list[Command]:
         context.warn(f"blahpd cannot serve until its configuration is fixed: {exc}")
         return out_of_service(BlahBackend(BlahConfig()).commands(), f"blahpd: {exc}")
     try:
-        config.state_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+        private_dir(config.state_dir)
+    except UnsafePath as exc:
+        # Another user could read or change what blahpd keeps there (job specs, proxies).
+        raise ConfigError(f"blahpd state directory is unsafe: {exc}") from None
     except OSError as exc:
         context.warn(
             f"blahpd state directory {config.state_dir} is not usable by user "

@@ -55,6 +55,14 @@ from gahp_core._hooks import (
 )
 from gahp_core._logs import REDACTOR
 from gahp_core._options import ServerOptions
+from gahp_core._private_paths import (
+    UnsafePath,
+    check_parent,
+    check_private,
+    open_private,
+    private_dir,
+    write_private,
+)
 from gahp_core._protocol import (
     ERROR,
     FAILURE,
@@ -97,12 +105,15 @@ __all__ = [
     "Runtime",
     "ServerOptions",
     "Unavailable",
+    "UnsafePath",
     "Version",
     "__version__",
     "add_core_options",
     "async_command",
     "available_backends",
     "build_server",
+    "check_parent",
+    "check_private",
     "dialect_of",
     "error_text",
     "escape",
@@ -119,6 +130,7 @@ __all__ = [
     "non_empty_string",
     "non_negative_int",
     "non_negative_number",
+    "open_private",
     "out_of_service",
     "parse_banner",
     "parse_reqid",
@@ -127,6 +139,7 @@ __all__ = [
     "plugin_manager",
     "positive_int",
     "positive_number",
+    "private_dir",
     "read_secret_file",
     "run",
     "setting",
@@ -134,4 +147,5 @@ __all__ = [
     "split",
     "strict_bool",
     "sync_command",
+    "write_private",
 ]

@@ -51,8 +51,15 @@ registered with ``REDACTOR.add(secret)`` (``read_secret_file`` registers what it
 
 
 def _file_handler(path: Path) -> logging.Handler:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+    """A handler appending to ``path``: its directory made private when missing, else one
+    nobody else controls; the file new or the user's own, never reached through a link."""
+    from gahp_core._private_paths import check_parent, open_private, private_dir
+
+    parent = path.parent
+    if not os.path.lexists(parent):
+        private_dir(parent)
+    check_parent(parent)
+    fd = open_private(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND)
     return logging.StreamHandler(os.fdopen(fd, "a", encoding="utf-8", errors="replace"))
 
 
@@ -84,9 +91,18 @@ def setup_logging(
         try:
             handler = _file_handler(Path(path))
         except OSError as exc:
-            # A GAHP that cannot write its log still serves: say so once and go on.
+            # A GAHP that cannot write its log still serves: say so once and go on (always
+            # when the file is unsafe: someone else may be waiting to read it).
+            from gahp_core._private_paths import UnsafePath
+
             reason = exc.strerror or str(exc)
-            if stderr_default:
+            if isinstance(exc, UnsafePath):
+                print(
+                    f"warning: not logging to {path}: {exc}",
+                    file=sys.stderr,
+                    flush=True,
+                )
+            elif stderr_default:
                 print(
                     f"warning: cannot open log file {path}: {reason}; logging warnings to stderr",
                     file=sys.stderr,

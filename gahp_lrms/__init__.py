@@ -19,7 +19,7 @@ from importlib.metadata import entry_points
 from pathlib import Path
 from typing import Any
 
-from gahp_core import setting_names
+from gahp_core import UnsafePath, private_dir, setting_names
 from gahp_lrms.base import Driver, driver_settings
 from gahp_lrms.config import DriverConfig
 from gahp_lrms.model import DriverError, JobInfo, JobSpec, JobStatus
@@ -107,7 +107,9 @@ def get_driver(
         )
     state_dir = Path(state_dir)
     try:
-        state_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+        private_dir(state_dir)
+    except UnsafePath as exc:
+        raise DriverError(str(exc)) from None
     except OSError as exc:
         raise DriverError(f"cannot create state directory {state_dir}: {exc}") from exc
     if loop is not None and _takes_loop(factory):

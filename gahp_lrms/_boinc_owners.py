@@ -15,13 +15,15 @@ import uuid
 from collections.abc import Iterable
 from pathlib import Path
 
+from gahp_core import open_private, private_dir
+
 
 class Owners:
     """This process's ownership lock and the locks of the dead owners it adopted from."""
 
     def __init__(self, owners_dir: Path) -> None:
         self.dir = owners_dir
-        self.dir.mkdir(exist_ok=True, mode=0o700)
+        private_dir(self.dir)
         self.me = f"{os.getpid()}-{uuid.uuid4().hex[:8]}"
         fd = self._lock(self.me, wait=True)
         assert fd is not None
@@ -30,7 +32,7 @@ class Owners:
 
     def _lock(self, owner: str, wait: bool = False) -> int | None:
         """An fd holding the lock of ``owner``, or None when its process holds it."""
-        fd = os.open(self.dir / owner, os.O_RDWR | os.O_CREAT, 0o600)
+        fd = open_private(self.dir / owner, os.O_RDWR | os.O_CREAT)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | (0 if wait else fcntl.LOCK_NB))
         except OSError:

@@ -15,7 +15,6 @@ import contextlib
 import enum
 import json
 import logging
-import os
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -23,6 +22,7 @@ from typing import Any
 import attrs
 
 from gahp_boinc import BoincJob, JobParams
+from gahp_core import private_dir, write_private
 from gahp_lrms.model import DriverError, JobInfo, JobStatus
 
 log = logging.getLogger("gahp.lrms.boinc")
@@ -157,11 +157,7 @@ class BatchRecord:
 
 def write_json(path: Path, data: Mapping[str, Any]) -> None:
     """Replace ``path`` with ``data`` in one rename (readers never see half a file)."""
-    tmp = path.with_name(f"{path.name}.tmp-{os.getpid()}")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w") as fh:
-        json.dump(data, fh)
-    os.replace(tmp, path)
+    write_private(path, json.dumps(data).encode(), durable=False)
 
 
 class JobStore:
@@ -174,7 +170,7 @@ class JobStore:
         self.queued_dir = state_dir / "queued"
         self.batches_dir = state_dir / "batches"
         for d in (self.jobs_dir, self.queued_dir, self.batches_dir):
-            d.mkdir(parents=True, exist_ok=True, mode=0o700)
+            private_dir(d)
         # unfinished jobs of each batch (loaded from its record on first need)
         self._pending: dict[str, set[str]] = {}
 
@@ -201,11 +197,7 @@ class JobStore:
     def queue(self, rec: JobRecord, owner: str) -> None:
         """Record a queued job, owned by ``owner``."""
         self.save(rec)
-        fd = os.open(self.queued_dir / rec.job, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        try:
-            os.write(fd, owner.encode())
-        finally:
-            os.close(fd)
+        write_private(self.queued_dir / rec.job, owner.encode(), durable=False)
 
     def unqueue(self, job: str) -> None:
         with contextlib.suppress(FileNotFoundError):

@@ -16,7 +16,7 @@ from typing import Any, ClassVar
 
 import attrs
 
-from gahp_core import ConfigError, load_settings, setting_names
+from gahp_core import ConfigError, load_settings, open_private, private_dir, setting_names
 from gahp_lrms.config import DEFAULT_TIMEOUT, CommandConfig, DriverConfig
 from gahp_lrms.model import (
     DriverError,
@@ -121,6 +121,12 @@ class Driver(abc.ABC):
     def forget(self, native_id: str) -> None:  # noqa: B027 (optional)
         """The caller will not ask about this (finished or cancelled) job again: drop
         what is kept of it. By default nothing."""
+
+    def reported(self, native_id: str) -> None:  # noqa: B027 (optional)
+        """The job's final status has been answered to the client: remove the files kept
+        for it that hold its secrets or grow with every job (a cached final state may
+        stay, so that a repeated question still gets the same answer). By default
+        nothing."""
 
     async def aclose(self) -> None:  # noqa: B027 (optional, empty by default)
         """Called once when the server stops, on its event loop: end waits and release
@@ -372,8 +378,8 @@ class CommandDriver(RegistryHolder, Driver):
         raises :class:`DriverError` when ``required``."""
         path = self._mark(kind, native_id)
         try:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            path.touch()
+            private_dir(path.parent)
+            os.close(open_private(path, os.O_WRONLY | os.O_CREAT))
         except OSError as exc:
             if required:
                 raise DriverError(f"cannot record job {native_id} in {path.parent}: {exc}") from exc

@@ -168,6 +168,10 @@ class ForkConfig(DriverConfig):
     """Interpreter for the supervisor (default: this one)."""
     kill_grace_s: float = setting(non_negative_number, 2.0)
     start_timeout_s: float = setting(positive_number, 15.0)
+    keep_finished_s: float = setting(non_negative_number, 7 * 86400.0)
+    """Seconds a finished job is remembered: its directory when its final status is never
+    asked for; once answered, the directory goes at once and only a small record of the
+    final status stays this long (a client asking again gets the same answer)."""
 
 
 @attrs.frozen

@@ -3,7 +3,10 @@
 Job ``ID`` lives in ``state_dir/fork/ID/``: ``spec.json`` (what to run), ``state.json`` (what
 the supervisor saw: pids, exit status, times), the markers ``held`` and ``removed``, and
 ``supervisor.log``.  Nothing is kept in memory, so a new driver on the same ``state_dir``
-answers for every job an earlier one started.
+answers for every job an earlier one started.  Once the job's final status has been answered
+(:meth:`ForkDriver.reported`) its directory goes and only that status stays, in
+``state_dir/final/ID``, for ``keep_finished_s``; a finished job never asked about goes
+``keep_finished_s`` after its end.  Every directory is the user's own, mode 0700.
 
 * ``submit`` writes the spec, starts the supervisor and returns without waiting for it: the
   job is IDLE until the supervisor has started it.  A supervisor that fails to start, or has
@@ -38,6 +41,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from gahp_core import open_private, private_dir, write_private
 from gahp_lrms import fork_supervisor as sup
 from gahp_lrms.base import Driver
 from gahp_lrms.config import ForkConfig
@@ -49,10 +53,12 @@ from gahp_lrms.model import (
     refuse_requests,
     untracked_environ,
 )
+from gahp_lrms.registry import info_from_json, info_to_json
 
 __all__ = ["ForkDriver"]
 
 _PACKAGE_PARENT = str(Path(__file__).resolve().parent.parent)
+_FINAL = ("finished", "removed", "failed")
 
 
 class ForkDriver(Driver):
@@ -67,9 +73,12 @@ class ForkDriver(Driver):
     def __init__(self, config: Mapping[str, Any], state_dir: Path) -> None:
         super().__init__(config, state_dir)
         self.jobs_dir = self.state_dir / "fork"
+        self.final_dir = self.state_dir / "final"
         self.python = self.settings.python or sys.executable
         self.kill_grace_s = self.settings.kill_grace_s
         self.start_timeout_s = self.settings.start_timeout_s
+        self.keep_finished_s = self.settings.keep_finished_s
+        self._next_sweep = 0.0  # monotonic time of the next sweep of old finished jobs
         self._launch_lock = threading.Lock()
         self._launchers: dict[str, subprocess.Popen[bytes]] = {}
         self._failed_launches: dict[str, int] = {}
@@ -134,13 +143,14 @@ class ForkDriver(Driver):
     def submit(self, spec: JobSpec) -> str:
         refuse_requests(spec, "the fork driver")
         self._reap()
+        self._sweep()
         native_id = time.strftime("%Y%m%dT%H%M%S") + "-" + uuid.uuid4().hex[:12]
         jobdir = self.jobs_dir / native_id
         workdir = os.path.abspath(spec.workdir) if spec.workdir else os.getcwd()
         if not os.path.isdir(workdir):
             raise DriverError(f"working directory {workdir} does not exist")
         try:
-            self.jobs_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+            private_dir(self.jobs_dir)
             jobdir.mkdir(mode=0o700)
             data = {
                 "executable": spec.executable,
@@ -232,6 +242,9 @@ class ForkDriver(Driver):
         self._reap()
         jobdir = self._jobdir(native_id)
         if not (jobdir / sup.SPEC).exists():
+            final = self._final(native_id)
+            if final is not None:
+                return final
             return JobInfo(JobStatus.COMPLETED, exit_reason="unknown job: no record of it")
         state = self._read_state(jobdir)
         removed = (jobdir / sup.REMOVED).exists()
@@ -332,9 +345,77 @@ class ForkDriver(Driver):
         """Remove a finished job's directory (its spec holds the job's environment)."""
         jobdir = self._jobdir(native_id)
         if jobdir.exists() and self.status(native_id).finished:
-            shutil.rmtree(jobdir, ignore_errors=True)
-            with self._launch_lock:
-                self._failed_launches.pop(native_id, None)
+            self._remove(native_id, jobdir)
+
+    def reported(self, native_id: str) -> None:
+        """The final status was answered: the job's directory goes (its spec holds the
+        job's environment); only its final status stays, in ``state_dir/final/ID``, for
+        ``keep_finished_s`` (a client that asks again gets the same answer)."""
+        jobdir = self._jobdir(native_id)
+        if not jobdir.exists():
+            return
+        info = self.status(native_id)
+        if not info.finished:
+            return
+        try:
+            private_dir(self.final_dir)
+            data = json.dumps(info_to_json(info), separators=(",", ":")).encode()
+            write_private(self.final_dir / native_id, data, durable=False)
+        except OSError as exc:
+            raise DriverError(f"cannot record the end of fork job {native_id}: {exc}") from exc
+        self._remove(native_id, jobdir)
+
+    def _final(self, native_id: str) -> JobInfo | None:
+        """The final status :meth:`reported` kept, if any."""
+        try:
+            fd = open_private(self.final_dir / native_id)
+        except FileNotFoundError:
+            return None
+        except OSError as exc:
+            raise DriverError(f"cannot read the end of fork job {native_id}: {exc}") from exc
+        try:
+            with os.fdopen(fd, "rb") as fh:
+                return info_from_json(json.loads(fh.read(65536)))
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            raise DriverError(f"cannot read the end of fork job {native_id}: {exc}") from exc
+
+    def _remove(self, native_id: str, jobdir: Path) -> None:
+        shutil.rmtree(jobdir, ignore_errors=True)
+        with self._launch_lock:
+            self._failed_launches.pop(native_id, None)
+
+    def _sweep(self) -> None:
+        """Remove the jobs that ended more than ``keep_finished_s`` ago (their final status
+        was never asked for); at most once a minute."""
+        now = time.monotonic()
+        if now < self._next_sweep:
+            return
+        self._next_sweep = now + min(60.0, max(1.0, self.keep_finished_s / 10))
+        limit = time.time() - self.keep_finished_s
+        with contextlib.suppress(OSError):
+            for entry in os.scandir(self.final_dir):
+                with contextlib.suppress(OSError):
+                    if entry.stat(follow_symlinks=False).st_mtime < limit:
+                        os.unlink(entry.path)
+        try:
+            entries = list(os.scandir(self.jobs_dir))
+        except OSError:
+            return
+        for entry in entries:
+            if entry.name.startswith(".") or not entry.is_dir(follow_symlinks=False):
+                continue
+            jobdir = Path(entry.path)
+            try:
+                state = self._read_state(jobdir)
+            except DriverError:
+                continue
+            if state is None:
+                ended = self._launch_age(jobdir) > self.start_timeout_s + self.keep_finished_s
+            else:
+                end = state.get("ended_at")
+                ended = state.get("phase") in _FINAL and end is not None and end < limit
+            if ended:
+                self._remove(entry.name, jobdir)
 
     def hold(self, native_id: str) -> None:
         jobdir = self._jobdir(native_id)
@@ -370,7 +451,7 @@ class ForkDriver(Driver):
 
     def ping(self) -> None:
         try:
-            self.jobs_dir.mkdir(parents=True, exist_ok=True)
+            private_dir(self.jobs_dir)
         except OSError as exc:
             raise DriverError(f"fork driver: state directory unusable: {exc}") from exc
         if not os.access(self.jobs_dir, os.W_OK):

@@ -270,6 +270,23 @@ def _outcome(statuses: list[int]) -> dict[str, Any]:
     return {"exit_code": code, "exit_signal": None, "exit_reason": why}
 
 
+def unsafe_jobdir(jobdir: str) -> str | None:
+    """Why ``jobdir`` is not a job directory this user alone controls (None: it is)."""
+    import stat
+
+    try:
+        st = os.lstat(jobdir)
+    except OSError as exc:
+        return exc.strerror or str(exc)
+    if not stat.S_ISDIR(st.st_mode):
+        return "not a directory"
+    if st.st_uid != os.geteuid():
+        return f"owned by uid {st.st_uid}, not {os.geteuid()}"
+    if st.st_mode & 0o077:
+        return f"mode {stat.filemode(st.st_mode)}: open to other users"
+    return None
+
+
 def daemonize(jobdir: str) -> None:
     """Double fork into a new session; the first parent exits at once."""
     if os.fork() > 0:
@@ -279,7 +296,8 @@ def daemonize(jobdir: str) -> None:
         os._exit(0)
     os.chdir("/")
     devnull = os.open(os.devnull, os.O_RDWR)
-    log = os.open(os.path.join(jobdir, LOG), os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+    flags = os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW
+    log = os.open(os.path.join(jobdir, LOG), flags, 0o600)
     os.dup2(devnull, 0)
     os.dup2(log, 1)
     os.dup2(log, 2)
@@ -295,6 +313,10 @@ def main(argv: list[str] | None = None) -> int:
         print("usage: python -m gahp_lrms.fork_supervisor JOBDIR", file=sys.stderr)
         return 2
     jobdir = os.path.realpath(args[0])
+    problem = unsafe_jobdir(jobdir)
+    if problem:
+        print(f"fork supervisor: refusing {jobdir}: {problem}", file=sys.stderr)
+        return 2
     daemonize(jobdir)
     supervisor = Supervisor(jobdir)
     try:

@@ -58,6 +58,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
+from gahp_core import private_dir
 from gahp_lrms.base import CommandDriver, Submission, command_failure
 from gahp_lrms.config import FLAVORS, PbsConfig
 from gahp_lrms.model import DriverError, JobInfo, JobSpec, JobStatus
@@ -364,6 +365,7 @@ class PbsDriver(CommandDriver):
         flavor = self.settings.flavor
         self._flavor: str | None = None if flavor == "auto" else flavor
         self._history: bool | None = None
+        self._tmp_scripts: Path | None = None  # made by _script_dir when state_dir will not do
         self._slurm: SlurmDriver | None = None
         if (
             flavor != "pbspro"
@@ -410,11 +412,31 @@ class PbsDriver(CommandDriver):
         return self._history
 
     def _script_dir(self) -> Path:
-        for base in (self.state_dir / "pbs", Path(tempfile.gettempdir()) / "gahp-pbs"):
+        """A private directory with a shell-safe path for job scripts: ``state_dir/pbs``,
+        else (a path with ``@``, say) one made for this driver by ``mkdtemp``, never a
+        shared one."""
+        try:
+            base = self.state_dir / "pbs"
             if _SAFE_PATH.match(str(base.resolve())):
-                base.mkdir(parents=True, exist_ok=True)
-                return base.resolve()
-        raise DriverError(f"no shell-safe directory for PBS scripts (state_dir {self.state_dir})")
+                return private_dir(base).resolve()
+            with self._lock:
+                if self._tmp_scripts is None:
+                    tmp = Path(tempfile.mkdtemp(prefix="gahp-pbs-")).resolve()
+                    if not _SAFE_PATH.match(str(tmp)):
+                        os.rmdir(tmp)
+                        raise DriverError(
+                            f"no shell-safe directory for PBS scripts (state_dir {self.state_dir})"
+                        )
+                    self._tmp_scripts = tmp
+                return private_dir(self._tmp_scripts)
+        except OSError as exc:
+            raise DriverError(f"no usable directory for PBS scripts: {exc}") from exc
+
+    async def aclose(self) -> None:
+        await super().aclose()
+        if self._tmp_scripts is not None:
+            with contextlib.suppress(OSError):
+                self._tmp_scripts.rmdir()  # empty: each script is removed once submitted
 
     # ------------------------------------------------------------------ submit (see CommandDriver)
     job_id = re.compile(r"[A-Za-z0-9_.\[\]-]+\Z")

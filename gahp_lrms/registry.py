@@ -23,7 +23,6 @@ BOINC project's ``query_batch2`` (one per project, naming every batch with jobs 
 
 from __future__ import annotations
 
-import contextlib
 import json
 import logging
 import os
@@ -35,7 +34,7 @@ from typing import Any, ClassVar
 
 import attrs
 
-from gahp_core import setting_names
+from gahp_core import open_private, private_dir, setting_names, write_private
 from gahp_lrms.config import DEFAULT_INTERVAL, DEFAULT_STALE_LIMIT, RegistryConfig
 from gahp_lrms.model import DriverError, JobInfo, JobStatus
 
@@ -318,7 +317,8 @@ class StatusRegistry:
         if self.journal is None:
             return
         try:
-            text = self.journal.read_text()
+            with os.fdopen(open_private(self.journal), encoding="utf-8", errors="replace") as fh:
+                text = fh.read()
         except FileNotFoundError:
             return
         except OSError as exc:
@@ -370,8 +370,9 @@ class StatusRegistry:
         """Append ``lines`` to the journal; compact it when it has grown large."""
         assert self.journal is not None
         try:
-            self.journal.parent.mkdir(parents=True, exist_ok=True)
-            with open(self.journal, "a") as fh:
+            private_dir(self.journal.parent)
+            fd = open_private(self.journal, os.O_WRONLY | os.O_CREAT | os.O_APPEND)
+            with os.fdopen(fd, "a") as fh:
                 fh.write("".join(lines))
         except OSError as exc:
             log.warning("cannot write the status journal %s: %s", self.journal, exc)
@@ -392,22 +393,19 @@ class StatusRegistry:
             del self._entries[native_id]
         if self.journal is None:
             return
-        tmp = self.journal.with_name(f".{self.journal.name}.{os.getpid()}")
+        lines = []
+        for native_id, e in self._entries.items():
+            record = {
+                "id": native_id,
+                "info": info_to_json(e.info) if e.info else None,
+                "seen": e.seen,
+            }
+            lines.append(json.dumps(record, separators=(",", ":")) + "\n")
         try:
-            self.journal.parent.mkdir(parents=True, exist_ok=True)
-            with open(tmp, "w") as fh:
-                for native_id, e in self._entries.items():
-                    record = {
-                        "id": native_id,
-                        "info": info_to_json(e.info) if e.info else None,
-                        "seen": e.seen,
-                    }
-                    fh.write(json.dumps(record, separators=(",", ":")) + "\n")
-            os.replace(tmp, self.journal)
+            private_dir(self.journal.parent)
+            write_private(self.journal, "".join(lines).encode(), durable=False)
         except OSError as exc:
             log.warning("cannot rewrite the status journal %s: %s", self.journal, exc)
-            with contextlib.suppress(OSError):
-                tmp.unlink()
             return
         self._journal_lines = len(self._entries)
 

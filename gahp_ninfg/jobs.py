@@ -22,7 +22,7 @@ from typing import Any
 
 import attrs
 
-from gahp_core import Refused
+from gahp_core import Refused, private_dir
 from gahp_lrms import Driver, DriverError, JobInfo, JobSpec, JobStatus
 from gahp_ninfg.attributes import AttributeProblem, JobRequest, parse_attributes
 
@@ -166,7 +166,7 @@ class JobManager:
             raise AttributeProblem(
                 f"backend {req.backend} is not supported by this invoke server (NORMAL only)"
             )
-        self.scratch_root.mkdir(mode=0o700, parents=True, exist_ok=True)
+        private_dir(self.scratch_root)
         job.scratch.mkdir(mode=0o700)
         exe = Path(req.executable)
         if req.staging:

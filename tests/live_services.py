@@ -45,18 +45,23 @@ LSF_USER = os.environ.get("GAHP_LSF_USER", "gahplsf")
 jobs): created when missing; the LSF commands run as it through ``runuser``."""
 
 
-def lsf_job_user() -> pwd.struct_passwd:
-    """:data:`LSF_USER`, created when missing (as root)."""
+def local_user(name: str, what: str = "test") -> pwd.struct_passwd:
+    """The ordinary local account ``name``, created when missing (as root)."""
     try:
-        return pwd.getpwnam(LSF_USER)
+        return pwd.getpwnam(name)
     except KeyError:
         pass
     proc = subprocess.run(
-        ["useradd", "--create-home", "--shell", "/bin/sh", LSF_USER],
+        ["useradd", "--create-home", "--shell", "/bin/sh", name],
         capture_output=True,
         text=True,
         check=False,
     )
     if proc.returncode != 0:
-        pytest.fail(f"cannot create the LSF test user {LSF_USER}: {proc.stderr.strip()}")
-    return pwd.getpwnam(LSF_USER)
+        pytest.fail(f"cannot create the {what} user {name}: {proc.stderr.strip()}")
+    return pwd.getpwnam(name)
+
+
+def lsf_job_user() -> pwd.struct_passwd:
+    """:data:`LSF_USER`, created when missing (as root)."""
+    return local_user(LSF_USER, "LSF test")

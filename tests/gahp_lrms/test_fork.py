@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 from lrms_helpers import TRICKY_ARGS, TRICKY_ENV, wait_job, wait_status
 
+from gahp_core.testing import wait_for
 from gahp_lrms import DriverError, JobSpec, JobStatus, get_driver
 from gahp_lrms.fork import ForkDriver
 
@@ -354,3 +355,28 @@ def test_launchers_are_reaped(fork_driver):
     for jid in ids:
         assert wait_status(fork_driver, jid, *DONE).exit_code == 0
     assert _zombie_children() <= before
+
+
+def test_a_finished_job_never_asked_for_goes_after_keep_finished_s(tmp_path):
+    drv = ForkDriver({"keep_finished_s": 0.5}, tmp_path)
+    old = drv.submit(JobSpec(executable="/bin/true"))
+    wait_for(lambda: drv.status(old).finished, 30, "the first job's end")
+    assert (drv.jobs_dir / old).exists()  # status alone removes nothing
+    time.sleep(1.2)  # past keep_finished_s and the sweep's interval (at least 1 s)
+    new = drv.submit(JobSpec(executable="/bin/true"))
+    assert sorted(p.name for p in drv.jobs_dir.iterdir()) == [new]
+
+
+def test_reported_keeps_only_the_final_status(tmp_path):
+    drv = ForkDriver({}, tmp_path)
+    job = drv.submit(
+        JobSpec(
+            executable="/bin/sh", arguments=("-c", "exit 4"), environment={"TOKEN": "secret-value"}
+        )
+    )
+    wait_for(lambda: drv.status(job).finished, 30, "the job's end")
+    drv.reported(job)
+    assert not (drv.jobs_dir / job).exists()
+    info = ForkDriver({}, tmp_path).status(job)  # a new driver (a restarted server) too
+    assert info.status is JobStatus.COMPLETED and info.exit_code == 4
+    assert b"secret-value" not in (drv.final_dir / job).read_bytes()

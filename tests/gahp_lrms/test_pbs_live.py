@@ -5,6 +5,7 @@ The Torque-style path (Slurm's PBS wrappers) is tested in test_slurm_live.py."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import time
 
@@ -263,3 +264,17 @@ def test_pbs_not_answering_is_an_error(openpbs_config, tmp_path):
         driver.ping()
     with pytest.raises(DriverError):
         driver.status("1.nosuch")
+
+
+def test_a_state_path_not_shell_safe_uses_a_private_script_directory(openpbs_config, tmp_path):
+    """A state path with '@' (user names like alice@example.org): the scripts go to a
+    directory of the driver's own (mkdtemp, mode 700, removed at close), and qsub runs them."""
+    drv = get_driver("pbs", dict(openpbs_config), tmp_path / "alice@example.org")
+    jid = drv.submit(JobSpec("/bin/sh", ("-c", "exit 6")))
+    info = wait_status(drv, jid, *DONE, timeout=60)
+    assert (info.status, info.exit_code) == (JobStatus.COMPLETED, 6)
+    scripts = drv._tmp_scripts  # type: ignore[attr-defined]
+    assert scripts is not None and "@" not in str(scripts)
+    assert oct(scripts.stat().st_mode & 0o777) == "0o700" and list(scripts.iterdir()) == []
+    asyncio.run(drv.aclose())
+    assert not scripts.exists()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import subprocess
 import time
@@ -217,3 +218,16 @@ def test_forgotten_job_answered_from_jobcomp(slurm_driver, monkeypatch):
     assert slurm_driver.lookup(jid)[0] in ("sacct", "jobcomp")
     info = slurm_driver.status(jid)
     assert (info.status, info.exit_code) == (JobStatus.COMPLETED, 4)
+
+
+def test_pbs_wrappers_with_a_state_path_not_shell_safe(slurm_config, tmp_path):
+    """Slurm's qsub wrapper too runs a script from the driver's own mkdtemp directory (the
+    state path holds '@'), never from a shared one."""
+    drv = get_driver("pbs", slurm_config, tmp_path / "alice@example.org")
+    jid = drv.submit(JobSpec("/bin/sh", ("-c", "exit 6")))
+    info = wait_status(drv, jid, JobStatus.COMPLETED, JobStatus.REMOVED, timeout=120)
+    assert (info.status, info.exit_code) == (JobStatus.COMPLETED, 6)
+    scripts = drv._tmp_scripts  # type: ignore[attr-defined]
+    assert scripts is not None and oct(scripts.stat().st_mode & 0o777) == "0o700"
+    asyncio.run(drv.aclose())
+    assert not scripts.exists()

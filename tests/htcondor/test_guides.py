@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import pwd
 import re
 import shutil
 import subprocess
@@ -82,6 +83,23 @@ def install_wrapper(page: Path, name: str, moves: dict[str, str]) -> Path:
     wrapper.write_text(relocate(text, moves))
     wrapper.chmod(0o755)
     return wrapper
+
+
+def blah_guide_dirs(site: Path, moves: dict[str, str], owner: str) -> None:
+    """The BLAH guide's directories, made as it says (root's parents, one directory per job
+    owner), for ``owner``."""
+    setup = next(b for b in blocks(BLAH_GUIDE, "sh") if b.lstrip().startswith("install"))
+    assert "1777" not in setup
+    script = relocate(setup, moves).replace("for user in alice bob;", f"for user in {owner};")
+    subprocess.run(["sh", "-ec", f"mkdir -p {site}/var/log {site}/var/lib\n{script}"], check=True)
+
+
+def _user_log_dir(logs: Path, owner: str) -> None:
+    """The guides' log layout: ``logs`` root's (755), ``logs/<owner>`` the owner's (700)."""
+    logs.mkdir(parents=True, mode=0o755)
+    pw = pwd.getpwnam(owner)
+    (logs / owner).mkdir(mode=0o700)
+    os.chown(logs / owner, pw.pw_uid, pw.pw_gid)
 
 
 def blocks(page: Path, lang: str) -> list[str]:
@@ -166,13 +184,7 @@ def blah_site(need_htcondor, batch_env) -> Iterator[tuple[GuideCondor, dict[str,
         "/etc/slurm/slurm.conf": slurm["SLURM_CONF"],
     }
     install_wrapper(BLAH_GUIDE, "blahpd-wrapper", moves)
-    # the directories, made as the guide says
-    setup = next(b for b in blocks(BLAH_GUIDE, "sh") if b.lstrip().startswith("install"))
-    for line in relocate(setup, moves).splitlines():
-        command = line.partition("#")[0].strip()
-        if command:
-            subprocess.run(["sh", "-c", f"mkdir -p {site}/var/log {site}/var/lib && {command}"],
-                           check=True)
+    blah_guide_dirs(site, moves, base.owner)
     # the blahpd configuration: the guide's first TOML block
     toml = next(b for b in blocks(BLAH_GUIDE, "toml") if "[driver.slurm]" in b)
     conf = Path(f"{site}/etc/gahp/blahpd.toml")
@@ -208,7 +220,7 @@ def test_blah_guide_submit_file_runs_on_slurm(blah_site):
     assert condor.gahp_lines("BLAH_JOB_SUBMIT", "gridtype\\ =\\ \"slurm\"")
     # the wrapper's paths: per-user log and state directory, as the guide promises
     owner = condor.owner
-    log = Path(moves["/var/log/gahp"]) / f"BlahpdLog.{owner}"
+    log = Path(moves["/var/log/gahp"]) / owner / "BlahpdLog"
     assert log.is_file() and "submitted slurm/" in log.read_text()
     state = Path(moves["/var/lib/gahp-blah"]) / owner
     assert state.is_dir() and state.stat().st_uid == condor.uid
@@ -235,8 +247,7 @@ def boinc_site(need_htcondor, emulator) -> Iterator[tuple[GuideCondor, dict[str,
     }
     install_wrapper(BOINC_GUIDE, "boinc-gahp-wrapper", moves)
     logs = Path(moves["/var/log/gahp"])
-    logs.mkdir(parents=True)
-    logs.chmod(0o1777)  # as the guide says: install -d -m 1777 /var/log/gahp
+    _user_log_dir(logs, base.owner)  # as the guide says: root's parent, the user's directory
     knobs = relocate(next(b for b in blocks(BOINC_GUIDE, "ini") if "BOINC_GAHP" in b), moves)
     guide = GuideCondor(base, site, knobs, collector_port=19633)
     yield guide, moves
@@ -270,7 +281,7 @@ def test_boinc_guide_submit_file_runs_on_htcondor9(boinc_site, emulator):
         assert "<stderr_txt>" in (jobdir / f"job.{proc}.err").read_text()
     submits = condor.gahp_lines("<- 'BOINC_SUBMIT ")
     assert len(submits) == 1 and f" uppercase {n} " in submits[0], submits
-    log = Path(moves["/var/log/gahp"]) / f"BoincGahpLog.{condor.owner}"
+    log = Path(moves["/var/log/gahp"]) / condor.owner / "BoincGahpLog"
     assert log.is_file() and emulator.authenticator not in log.read_text()
 
 
@@ -370,12 +381,7 @@ def test_moving_from_c_blahp_side_by_side_and_back(need_htcondor, batch_env):
             "/usr/libexec/blahp": f"{c_blahp}/libexec",
         }
         install_wrapper(BLAH_GUIDE, "blahpd-wrapper", moves)
-        setup = next(b for b in blocks(BLAH_GUIDE, "sh") if b.lstrip().startswith("install"))
-        for line in relocate(setup, moves).splitlines():
-            command = line.partition("#")[0].strip()
-            if command:
-                subprocess.run(["sh", "-c", f"mkdir -p {site}/var/log {site}/var/lib && "
-                                f"{command}"], check=True)
+        blah_guide_dirs(site, moves, base.owner)
         toml = next(b for b in blocks(MOVE_BLAH, "toml") if "[driver.slurm]" in b)
         conf = Path(relocate("/etc/gahp/blahpd.toml", moves))
         conf.write_text(relocate(toml, moves))
@@ -467,9 +473,7 @@ def test_moving_from_boinc_c_gahp_jobs_on_the_project_finish(need_htcondor, tmp_
                 "/home/alice/.boinc/myproject.auth": f"{site}/job/myproject.auth",
             }
             install_wrapper(BOINC_GUIDE, "boinc-gahp-wrapper", moves)
-            logs = Path(moves["/var/log/gahp"])
-            logs.mkdir(parents=True)
-            logs.chmod(0o1777)
+            _user_log_dir(Path(moves["/var/log/gahp"]), base.owner)
             guide = GuideCondor(base, site, f"BOINC_GAHP = {c_gahp}\n", collector_port=19635)
             condor = guide.condor
             jobdir = site / "job"

@@ -40,9 +40,7 @@ def _wait(c: GahpClient, jobid: str, want: str, timeout: float = 60) -> list[str
 
 
 @pytest.mark.parametrize("lrms", ["fork", "slurm"])
-def test_blahpd_sigkill_and_restart(
-    tmp_path: Path, lrms: str, batch_env
-) -> None:
+def test_blahpd_sigkill_and_restart(tmp_path: Path, lrms: str, batch_env) -> None:
     env = batch_env(lrms)
     work = tmp_path / "work"
     work.mkdir()
@@ -129,3 +127,61 @@ def test_emulator_restart_keeps_batches_jobs_and_files(tmp_path: Path, input_fil
             wait_done(c, "again", 1)
     finally:
         srv.stop()
+
+
+def _fork_state(state: Path) -> tuple[list[str], list[str]]:
+    """The fork job directories and the proxy records left in blahpd's ``state``."""
+    jobs = state / "fork" / "fork"
+    proxies = state / "proxies"
+    return (
+        sorted(p.name for p in jobs.iterdir()) if jobs.exists() else [],
+        sorted(p.name for p in proxies.iterdir()) if proxies.exists() else [],
+    )
+
+
+def test_a_fork_job_leaves_nothing_once_its_end_is_answered_even_across_a_restart(
+    tmp_path: Path,
+) -> None:
+    """A job's directory (its spec holds its environment) and its proxy record go once its
+    final status is answered, not before: a blahpd killed meanwhile answers it after its
+    restart, with the true exit code; asked again, the answer is the same."""
+    work = tmp_path / "work"
+    work.mkdir()
+    proxy = work / "x509up"
+    proxy.write_text("proxy")
+    proxy.chmod(0o600)
+    state = tmp_path / "state"
+    argv = [*BLAHPD, "--state-dir", str(state)]
+
+    def ad(cmd: str, args: str) -> str:
+        return _ad(
+            gridtype="fork",
+            Cmd=cmd,
+            Arguments=args,
+            Iwd=str(work),
+            Environment="TOKEN=secret-value",
+            x509UserProxy=str(proxy),
+        )
+
+    c = GahpClient(argv)
+    try:
+        quick = c.call("BLAH_JOB_SUBMIT", ad("/bin/sh", "-c 'exit 3'"), timeout=60)[2]
+        assert "ExitCode = 3" in _wait(c, quick, COMPLETED)[3]
+        assert _fork_state(state) == ([], [])
+        slow = c.call("BLAH_JOB_SUBMIT", ad("/bin/sh", "-c 'sleep 1; exit 7'"), timeout=60)[2]
+        assert _status(c, slow)[2] in ("1", RUNNING)
+        c.proc.kill()  # before its end is answered
+        c.proc.wait(10)
+    finally:
+        c.close()
+    jobs, records = _fork_state(state)
+    assert len(jobs) == 1 and len(records) == 1
+    time.sleep(1.5)  # it ends while no blahpd runs
+    with GahpClient(argv) as c2:
+        assert "ExitCode = 7" in _wait(c2, slow, COMPLETED)[3]
+        assert _fork_state(state) == ([], [])
+        # Asked again (a client that lost the answer): the same final status.
+        for job, code in ((slow, 7), (quick, 3)):
+            again = _status(c2, job)
+            assert again[2] == COMPLETED and f"ExitCode = {code}" in again[3], again
+        assert "secret-value" not in "".join(p.read_text() for p in state.rglob("*") if p.is_file())

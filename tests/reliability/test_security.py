@@ -354,11 +354,13 @@ def test_state_log_and_output_permissions(tmp_path: Path) -> None:
             timeout=60,
         )
         assert res[0] == "0", res
+        (record,) = (state / "proxies").iterdir()  # kept until the job's end is answered
+        assert record.stat().st_mode & 0o777 == 0o600
         _wait_finished(c, res[2])
         assert c.call("BLAH_JOB_HOLD", "fork/20240101/nosuchjob")[0] == "1"
     assert (work / "o.txt").read_text() == "hi\n"
+    assert not record.exists()
     files = [p for p in [*state.rglob("*"), log, work / "o.txt", work / "e.txt"] if p.is_file()]
-    assert any(p.parent.name == "proxies" for p in files)
     for p in files:
         mode = p.stat().st_mode & 0o777
         assert not mode & 0o002, f"{p} is world-writable ({oct(mode)})"
