@@ -15,7 +15,7 @@ from typing import Any
 
 import attrs
 
-from gahp_boinc._rpc import Project
+from gahp_boinc._rpc import MAX_REPLY_BYTES, Project
 from gahp_core import (
     from_text,
     http_url,
@@ -23,6 +23,7 @@ from gahp_core import (
     load_toml,
     non_negative_int,
     path,
+    positive_int,
     positive_number,
     read_secret_file,
     setting,
@@ -42,6 +43,7 @@ class BoincConfig:
     lease_seconds: float = 3600.0
     retries: int = 4
     command_deadline: float = 290.0
+    max_reply_bytes: int = MAX_REPLY_BYTES
 
     def default_project(self) -> Project | None:
         if not self.project_url or not self.authenticator:
@@ -57,13 +59,16 @@ class BoincSettings:
     project_url: str | None = setting(http_url)
     authenticator_file: Path | None = setting(path)
     timeout: float = setting(positive_number, 60.0)
-    """Seconds per HTTP request."""
+    """Seconds per HTTP request, its whole reply included (longer only for a body arriving
+    at 16 KiB/s or more)."""
     ca_bundle: Path | None = setting(path)
     insecure: bool = setting(strict_bool, False)
     """Do not verify TLS certificates."""
     lease_seconds: float = setting(positive_number, 3600.0)
     retries: int = setting(non_negative_int, 4)
     command_timeout: float = setting(positive_number, 290.0)
+    max_reply_bytes: int = setting(positive_int, MAX_REPLY_BYTES)
+    """The largest RPC reply accepted (downloads are streamed to disk and have no limit)."""
 
 
 _ENV: dict[str, tuple[str, Callable[[str], Any]]] = {
@@ -74,6 +79,7 @@ _ENV: dict[str, tuple[str, Callable[[str], Any]]] = {
     "insecure": ("BOINC_GAHP_INSECURE", from_text),
     "retries": ("BOINC_GAHP_RETRIES", from_text),
     "command_timeout": ("BOINC_GAHP_COMMAND_TIMEOUT", from_text),
+    "max_reply_bytes": ("BOINC_GAHP_MAX_REPLY_BYTES", from_text),
 }
 """The environment variable of each key that has one, and how its text is read (each but
 lease_seconds also has a command-line option, ``--project-url`` & co.)."""
@@ -116,4 +122,5 @@ def load_config(options: argparse.Namespace) -> BoincConfig:
         lease_seconds=settings.lease_seconds,
         retries=settings.retries,
         command_deadline=settings.command_timeout,
+        max_reply_bytes=settings.max_reply_bytes,
     )

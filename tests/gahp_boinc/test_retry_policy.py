@@ -30,7 +30,7 @@ class _Script:
         self.answers = list(answers)
         self.requests: list[tuple[str, bytes | None]] = []
 
-    async def request(self, method: str, url: str, body=None, ctype=None) -> _Reply:
+    async def request(self, method: str, url: str, body=None, ctype=None, limit=None) -> _Reply:
         self.requests.append((method, body))
         answer = self.answers.pop(0)
         if isinstance(answer, Exception):
