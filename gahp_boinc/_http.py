@@ -85,10 +85,21 @@ class _Conn:
 class _Events:
     """What httptools reports of one reply (its callbacks)."""
 
-    __slots__ = ("parser", "reason", "headers", "head_done", "keep", "body", "done", "extra")
+    __slots__ = (
+        "parser",
+        "status",
+        "reason",
+        "headers",
+        "head_done",
+        "keep",
+        "body",
+        "done",
+        "extra",
+    )
 
     def __init__(self) -> None:
         self.parser = httptools.HttpResponseParser(self)
+        self.status = 0
         self.reason = b""
         self.headers: dict[str, str] = {}
         self.head_done = self.keep = self.done = self.extra = False
@@ -96,28 +107,45 @@ class _Events:
 
     def on_message_begin(self) -> None:
         if self.done:
-            self.extra = True  # another reply follows, unasked: the connection is not reused
+            self.extra = True  # another reply follows, unasked: ignored, the connection closed
 
     def on_status(self, reason: bytes) -> None:
-        self.reason += reason
+        if not self.extra:
+            self.reason += reason
 
     def on_header(self, name: bytes, value: bytes) -> None:
+        if self.extra:
+            return
         key, text = name.decode("latin-1").lower(), value.decode("latin-1").strip()
         headers = self.headers
         headers[key] = f"{headers[key]}, {text}" if key in headers else text
 
     def on_headers_complete(self) -> None:
-        self.head_done = True
-        self.keep = self.parser.should_keep_alive()  # (llhttp forgets it at the reply's end)
+        if not self.extra:
+            self.head_done = True
+            self.status = self.parser.get_status_code()
+            self.keep = self.parser.should_keep_alive()  # (llhttp forgets it at the end)
 
     def on_body(self, data: bytes) -> None:
-        self.body.append(data)
+        if not self.extra:
+            self.body.append(data)
 
     def on_message_complete(self) -> None:
-        if 100 <= self.parser.get_status_code() < 200:  # an interim reply: the real one follows
+        if self.extra:
+            return
+        if 100 <= self.status < 200:  # an interim reply: the real one follows
             self.reason, self.headers, self.head_done = b"", {}, False
             return
         self.done = True
+
+    def feed(self, data: bytes) -> None:
+        """Parse ``data``; bytes after the reply that are not one are its end too."""
+        try:
+            self.parser.feed_data(data)
+        except httptools.HttpParserError:
+            if not self.done:
+                raise
+            self.extra = True
 
 
 def _framing_error(exc: Exception, head: bool) -> HttpTransportError:
@@ -142,9 +170,8 @@ class Reply:
         events: _Events,
         deadline: float,
     ) -> None:
-        parser = events.parser
         headers = events.headers
-        self.status_code = parser.get_status_code()
+        self.status_code = events.status
         self.reason_phrase = events.reason.decode("latin-1").strip()
         self.headers = headers
         self.content = b""
@@ -177,7 +204,7 @@ class Reply:
         if not data:
             return False
         self._deadline += len(data) / MIN_RATE
-        self._events.parser.feed_data(data)
+        self._events.feed(data)
         return True
 
     async def aiter_bytes(self, size: int = READ_SIZE) -> AsyncGenerator[bytes, None]:
@@ -318,7 +345,7 @@ class PlainHttp:
                                 else "server closed the connection mid-reply"
                             )
                         seen += len(data)
-                        events.parser.feed_data(data)
+                        events.feed(data)
                         if not events.head_done and seen > MAX_HEAD:
                             raise HttpTransportError("reply headers too long")
             except TimeoutError:
