@@ -48,8 +48,8 @@ MALFORMED: dict[str, bytes] = {
     "xchunked": _head(b"Transfer-Encoding: xchunked") + _chunk(PING) + b"0\r\n\r\n",
     # both framings: which one a proxy in between believes is anyone's guess
     "content-length-and-chunked": _head(b"Content-Length: 5", TE) + _chunk(PING) + b"0\r\n\r\n",
-    # a digit that is not ASCII (str.isdigit() says yes, int() says no)
-    "superscript-content-length": _head("Content-Length: ²".encode()) + PING,
+    # a digit that is not ASCII: Latin-1 "²" (str.isdigit() says yes, int() says no)
+    "superscript-content-length": _head(b"Content-Length: \xb2") + PING,
     # an XML entity declaration in the reply
     "entity-declaration": _head(_cl(ENTITY)) + ENTITY,
 }
@@ -179,10 +179,10 @@ class HostileServer:
             conn.sendall(_head(ctype, b"Connection: close"))
             self._body(conn, 1 << 62)
             return False
-        if mode == "trickle":  # a byte every trickle_every seconds
-            conn.sendall(_head(ctype, b"Content-Length: 100000"))
+        if mode == "trickle":  # a one-byte chunk every trickle_every seconds
+            conn.sendall(_head(ctype, TE))
             while not self._stop.wait(self.trickle_every):
-                conn.sendall(b" ")
+                conn.sendall(b"1\r\n \r\n")
                 with self._lock:
                     self.sent += 1
             return False
