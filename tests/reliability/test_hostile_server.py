@@ -213,3 +213,32 @@ def test_boinc_client_keeps_a_healthy_project_answering_beside_a_trickling_one(
             await asyncio.gather(*slow, return_exceptions=True)
 
     asyncio.run(main())
+
+
+@pytest.mark.parametrize(
+    ("mode", "options", "message"),
+    [
+        ("huge-chunk", {"max_reply_bytes": 1 << 20}, "too large"),
+        ("endless", {}, "too large"),
+        ("trickle", {"timeout": 2}, "in time"),
+        ("hex-prefix", {}, "cannot reach"),
+    ],
+)
+def test_the_httpx_path_is_bounded_alike(
+    hostile: HostileServer, mode: str, options: dict[str, int], message: str
+) -> None:
+    """TLS and proxied projects go through httpx: the same size and time bounds hold."""
+    from gahp_boinc._rpc import BoincRpc, Project
+
+    async def main() -> None:
+        rpc = BoincRpc(BoincRpc.make_client(60), max_tries=1, **options)  # type: ignore[arg-type]
+        try:
+            await asyncio.wait_for(rpc.ping(Project(hostile.url(mode), "auth")), 120)
+        finally:
+            await rpc.aclose()
+
+    start = time.monotonic()
+    with pytest.raises(RpcError, match=message):
+        asyncio.run(main())
+    assert time.monotonic() - start < 60
+    assert hostile.sent < 256 << 20
