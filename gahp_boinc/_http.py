@@ -114,7 +114,7 @@ class _Events:
             self.reason += reason
 
     def on_header(self, name: bytes, value: bytes) -> None:
-        if self.extra:
+        if self.extra or self.head_done:  # trailers are not kept
             return
         key, text = name.decode("latin-1").lower(), value.decode("latin-1").strip()
         headers = self.headers
@@ -194,17 +194,27 @@ class Reply:
         elif not events.done:
             self._keep = False  # the body ends when the server closes
         self._close_delimited = coding is None and length is None
+        self._framing = 0  # bytes read since the last that carried body
         self._done = False
 
     async def _more(self) -> bool:
         """Read what has arrived (at most :data:`READ_SIZE` bytes) into the parser; False at
-        the end of the connection."""
+        the end of the connection. Only body bytes extend the deadline, and at most
+        :data:`MAX_HEAD` bytes in a row may carry none (chunk headers, trailers)."""
         async with asyncio.timeout_at(self._deadline):
             data = await self._conn.reader.read(READ_SIZE)
         if not data:
             return False
-        self._deadline += len(data) / MIN_RATE
-        self._events.feed(data)
+        events = self._events
+        events.feed(data)
+        body = sum(map(len, events.body)) if events.body else 0
+        if body:
+            self._deadline += body / MIN_RATE
+            self._framing = 0
+        else:
+            self._framing += len(data)
+            if self._framing > MAX_HEAD:
+                raise HttpTransportError("reply framing too long (chunk headers or trailers)")
         return True
 
     async def aiter_bytes(self, size: int = READ_SIZE) -> AsyncGenerator[bytes, None]:

@@ -179,6 +179,20 @@ class HostileServer:
             conn.sendall(_head(ctype, b"Connection: close"))
             self._body(conn, 1 << 62)
             return False
+        if mode == "endless-trailers":  # a short body, then trailer fields without end
+            conn.sendall(_head(ctype, TE) + _chunk(PING) + b"0\r\n")
+            while not self._stop.is_set():
+                conn.sendall(b"X-Pad: " + b"a" * 1000 + b"\r\n")
+                with self._lock:
+                    self.sent += 1009
+            return False
+        if mode == "endless-trailer":  # one trailer field without end
+            conn.sendall(_head(ctype, TE) + _chunk(PING) + b"0\r\nX-Pad: ")
+            while not self._stop.is_set():
+                conn.sendall(b"a" * 65536)
+                with self._lock:
+                    self.sent += 65536
+            return False
         if mode == "trickle":  # a one-byte chunk every trickle_every seconds
             conn.sendall(_head(ctype, TE))
             while not self._stop.wait(self.trickle_every):

@@ -70,6 +70,15 @@ def test_a_content_length_longer_than_the_body_is_an_rpc_error(hostile: HostileS
         _ping(hostile.url("longer-than-sent"), timeout=10)
 
 
+@pytest.mark.parametrize("mode", ["endless-trailers", "endless-trailer"])
+def test_endless_trailers_are_an_rpc_error(hostile: HostileServer, mode: str) -> None:
+    """Trailer fields without end after a chunked body: refused once 64 KiB carry no body
+    (neither kept nor read for ever)."""
+    with pytest.raises(RpcError, match="too long"):
+        _ping(hostile.url(mode), timeout=30)
+    assert hostile.sent < 64 << 20
+
+
 # ---- size ----------------------------------------------------------------------------------
 
 

@@ -40,9 +40,7 @@ def _wait(c: GahpClient, jobid: str, want: str, timeout: float = 60) -> list[str
 
 
 @pytest.mark.parametrize("lrms", ["fork", "slurm"])
-def test_blahpd_sigkill_and_restart(
-    tmp_path: Path, lrms: str, batch_env
-) -> None:
+def test_blahpd_sigkill_and_restart(tmp_path: Path, lrms: str, batch_env) -> None:
     env = batch_env(lrms)
     work = tmp_path / "work"
     work.mkdir()
