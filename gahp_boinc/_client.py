@@ -137,8 +137,7 @@ class BoincClient:
         retries: retries of an idempotent RPC after a transport error or HTTP 502/503/504
             (Retry-After is honoured); create_batch, upload_files and submit_batch are sent
             once, :meth:`submit` recovers them safely.
-        deadline: seconds after which an RPC is not retried (so it ends within
-            ``deadline`` + ``timeout``).
+        deadline: seconds within which an RPC and its retries end.
         max_reply_bytes: the largest RPC reply accepted (downloads are streamed to disk).
         backoff: seconds before the first retry (doubling, with jitter).
         lease_seconds: how long a batch made by :meth:`submit` lives unless leased again.

@@ -283,8 +283,8 @@ class BoincRpc:
         ``verify`` (checked here: a bad CA bundle fails at once). Whichever client, a
         request (connecting, sending, reading the whole reply) ends within ``timeout``
         seconds (longer only for a body arriving at 16 KiB/s or more), an RPC's reply may
-        hold ``max_reply_bytes`` bytes, an error reply's first 4 KiB are read, and
-        ``deadline`` bounds the retries of an RPC."""
+        hold ``max_reply_bytes`` bytes, an error reply's first 4 KiB are read, and an RPC
+        and its retries end within ``deadline`` seconds."""
         self._client = client
         self._timeout = timeout
         self.max_reply_bytes = max_reply_bytes
@@ -352,15 +352,21 @@ class BoincRpc:
         if files and plain is not None and _total_size(files) > MAX_BYTES_PER_UPLOAD:
             plain = None  # streamed from the files by httpx, never held in memory
         start = time.monotonic()
+        end = asyncio.get_running_loop().time() + self.deadline
         attempt = 0
         while True:
             attempt += 1
             resp: Reply | Streamed
             try:
-                if plain is not None:
-                    resp = await self._send_plain(plain, url, command, xml, files, method)
-                else:
-                    resp = await self._send_httpx(url, command, xml, files, method)
+                async with asyncio.timeout_at(end):
+                    if plain is not None:
+                        resp = await self._send_plain(plain, url, command, xml, files, method)
+                    else:
+                        resp = await self._send_httpx(url, command, xml, files, method)
+            except TimeoutError:
+                raise RpcError(
+                    f"{command}: no reply from {url} within the deadline ({self.deadline:g} s)"
+                ) from None
             except HttpTimeout as exc:
                 err = RpcError(
                     f"{command}: no reply from {url} in time ({exc.kind})", retryable=True
