@@ -156,7 +156,7 @@ fi
 (
     flock 9
     if [ ! -x "$VENV/bin/blahpd" ] || [ ! -x "$VENV/bin/boinc-gahp" ] \
-        || ! "$VENV/bin/python" -c 'import classad2, gahp_blah' 2>/dev/null \
+        || ! "$VENV/bin/python" -c 'import classad2, gahp_blah, httptools' 2>/dev/null \
         || [ "$(cat "$VENV/.gahp-checkout" 2>/dev/null)" != "$STAMP" ]; then
         if [ ! -x /usr/bin/python3 ] || ! /usr/bin/python3 -c 'import ensurepip' 2>/dev/null; then
             log "installing python3-venv"

@@ -32,6 +32,7 @@ import attrs
 from gahp_boinc._errors import BoincError
 from gahp_boinc._outputs import FetchRequest, fetch_output
 from gahp_boinc._rpc import (
+    MAX_REPLY_BYTES,
     BatchDetail,
     BatchInfo,
     BoincRpc,
@@ -129,13 +130,15 @@ class BoincClient:
     Args:
         url: the default project's URL (``https://host/project/``).
         authenticator: the account's authenticator for it (never logged or shown).
-        timeout: seconds allowed to an HTTP request (connecting: at most 15).
+        timeout: seconds allowed to an HTTP request, its whole reply included (connecting:
+            at most 15; a body arriving at 16 KiB/s or more may take longer).
         verify: TLS verification: True, False (not for production), a CA bundle path
             (file or directory) or an ``ssl.SSLContext``.
         retries: retries of an idempotent RPC after a transport error or HTTP 502/503/504
             (Retry-After is honoured); create_batch, upload_files and submit_batch are sent
             once, :meth:`submit` recovers them safely.
-        deadline: seconds within which an RPC and its retries must end.
+        deadline: seconds within which an RPC and its retries end.
+        max_reply_bytes: the largest RPC reply accepted (downloads are streamed to disk).
         backoff: seconds before the first retry (doubling, with jitter).
         lease_seconds: how long a batch made by :meth:`submit` lives unless leased again.
         run_in_worker: ``await run_in_worker(fn, *args)`` runs blocking work (MD5 of
@@ -157,6 +160,7 @@ class BoincClient:
         deadline: float = 240.0,
         backoff: float = 0.5,
         lease_seconds: float = 3600.0,
+        max_reply_bytes: int = MAX_REPLY_BYTES,
         run_in_worker: Callable[..., Awaitable[Any]] | None = None,
     ) -> None:
         if (url is None) != (authenticator is None):
@@ -170,6 +174,7 @@ class BoincClient:
             backoff=backoff,
             timeout=timeout,
             verify=verify,
+            max_reply_bytes=max_reply_bytes,
         )
         self.lease_seconds = lease_seconds
         self.md5 = Md5Cache()
@@ -726,9 +731,7 @@ class SyncBoincClient:
         project: Project | None = None,
     ) -> None:
         """Blocking :meth:`BoincClient.submit_batch`."""
-        return self.run(
-            self.client.submit_batch(batch_id, app_name, jobs, params, project=project)
-        )
+        return self.run(self.client.submit_batch(batch_id, app_name, jobs, params, project=project))
 
     def query_batches(
         self, *, get_cpu_time: bool = False, project: Project | None = None
@@ -764,9 +767,7 @@ class SyncBoincClient:
         """Blocking :meth:`BoincClient.query_batch2`."""
         return self.run(self.client.query_batch2(batch_names, min_mod_time, project=project))
 
-    def query_completed_job(
-        self, job_name: str, *, project: Project | None = None
-    ) -> CompletedJob:
+    def query_completed_job(self, job_name: str, *, project: Project | None = None) -> CompletedJob:
         """Blocking :meth:`BoincClient.query_completed_job`."""
         return self.run(self.client.query_completed_job(job_name, project=project))
 
@@ -789,9 +790,7 @@ class SyncBoincClient:
         """Blocking :meth:`BoincClient.get_job_counts`."""
         return self.run(self.client.get_job_counts(project=project))
 
-    def query_job(
-        self, job_id: int, *, project: Project | None = None
-    ) -> tuple[JobInstance, ...]:
+    def query_job(self, job_id: int, *, project: Project | None = None) -> tuple[JobInstance, ...]:
         """Blocking :meth:`BoincClient.query_job`."""
         return self.run(self.client.query_job(job_id, project=project))
 

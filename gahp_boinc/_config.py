@@ -16,7 +16,7 @@ from typing import Any
 import attrs
 
 from gahp_boinc._outputs import ArchiveLimits
-from gahp_boinc._rpc import Project
+from gahp_boinc._rpc import MAX_REPLY_BYTES, Project
 from gahp_core import (
     from_text,
     http_url,
@@ -45,6 +45,7 @@ class BoincConfig:
     retries: int = 4
     command_deadline: float = 290.0
     archive_limits: ArchiveLimits = ArchiveLimits()
+    max_reply_bytes: int = MAX_REPLY_BYTES
 
     def default_project(self) -> Project | None:
         if not self.project_url or not self.authenticator:
@@ -60,7 +61,8 @@ class BoincSettings:
     project_url: str | None = setting(http_url)
     authenticator_file: Path | None = setting(path)
     timeout: float = setting(positive_number, 60.0)
-    """Seconds per HTTP request."""
+    """Seconds per HTTP request, its whole reply included (longer only for a body arriving
+    at 16 KiB/s or more)."""
     ca_bundle: Path | None = setting(path)
     insecure: bool = setting(strict_bool, False)
     """Do not verify TLS certificates."""
@@ -73,6 +75,8 @@ class BoincSettings:
     """Entries a zip output may hold."""
     output_archive_max_ratio: int = setting(positive_int, 100)
     """Bytes a zip output may unpack to per byte of its own, beyond 16 MiB."""
+    max_reply_bytes: int = setting(positive_int, MAX_REPLY_BYTES)
+    """The largest RPC reply accepted (downloads are streamed to disk and have no limit)."""
 
 
 _ENV: dict[str, tuple[str, Callable[[str], Any]]] = {
@@ -86,6 +90,7 @@ _ENV: dict[str, tuple[str, Callable[[str], Any]]] = {
     "output_archive_max_bytes": ("BOINC_GAHP_OUTPUT_ARCHIVE_MAX_BYTES", from_text),
     "output_archive_max_members": ("BOINC_GAHP_OUTPUT_ARCHIVE_MAX_MEMBERS", from_text),
     "output_archive_max_ratio": ("BOINC_GAHP_OUTPUT_ARCHIVE_MAX_RATIO", from_text),
+    "max_reply_bytes": ("BOINC_GAHP_MAX_REPLY_BYTES", from_text),
 }
 """The environment variable of each key that has one, and how its text is read (each but
 lease_seconds and the output_archive limits also has a command-line option,
@@ -134,4 +139,5 @@ def load_config(options: argparse.Namespace) -> BoincConfig:
             max_members=settings.output_archive_max_members,
             max_ratio=settings.output_archive_max_ratio,
         ),
+        max_reply_bytes=settings.max_reply_bytes,
     )

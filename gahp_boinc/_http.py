@@ -4,29 +4,46 @@ httpx, with httpcore, h11 and anyio beneath it, spends about a millisecond of CP
 small request (URL and header models, the pool's bookkeeping, an event-driven parser, a
 failed ``import sniffio`` whenever sniffio is not installed), and a tenth of a second of
 imports at startup. A GAHP fetching a job's output makes two such requests, so that was
-most of its CPU. This client writes a request in one piece and reads the reply with a few
-stream calls. :mod:`gahp_boinc._rpc` uses it for ``http://`` URLs when no proxy is set in
-the environment; TLS, proxies and a caller's own httpx client go through httpx.
+most of its CPU. This client writes a request in one piece and feeds the reply, as it
+arrives, to httptools (llhttp, Node.js's parser), which frames it. :mod:`gahp_boinc._rpc`
+uses it for ``http://`` URLs when no proxy is set in the environment; TLS, proxies and a
+caller's own httpx client go through httpx.
+
+Bounded against a hostile server: a reply's head is at most :data:`MAX_HEAD` bytes, its
+body is read in pieces of at most :data:`READ_SIZE` bytes whatever its framing (a caller
+reading it whole gives a size limit), and a request ends within ``timeout`` seconds plus
+one second per :data:`MIN_RATE` bytes of body received. A connection is reused only when
+its reply was framed unambiguously, read to its end, and nothing followed it.
 
 Errors: :class:`HttpTimeout` (its ``kind`` named as httpx names it: ConnectTimeout,
-WriteTimeout, ReadTimeout) and :class:`HttpTransportError`.
+WriteTimeout, ReadTimeout), :class:`HttpTransportError` and :class:`HttpTooLarge`.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator
+from typing import Any, Protocol
 from urllib.parse import urlsplit
+
+import httptools
 
 from gahp_boinc._errors import BoincError
 
 MAX_HEAD = 64 * 1024
 """The most a reply's status line and headers may take."""
+READ_SIZE = 64 * 1024
+"""The most read from a connection at once (so the largest piece of a body handed on)."""
+MIN_RATE = 16 * 1024
+"""Bytes per second a reply's body must keep up: a request's deadline (``timeout``) grows
+by one second for each such amount received, so large bodies may take longer, trickles not."""
+ERROR_BODY = 4096
+"""The most read of the body of a reply that is not a success (the rest is not read)."""
 
 
 class HttpTimeout(BoincError):
-    """No connection, or no progress sending or reading, within the timeout."""
+    """No connection, or no complete reply, within the request's deadline."""
 
     def __init__(self, kind: str) -> None:
         super().__init__(kind)
@@ -40,6 +57,12 @@ class HttpTransportError(BoincError):
     retryable = True
 
 
+class HttpTooLarge(HttpTransportError):
+    """A reply larger than the caller's limit (by its Content-Length or as read)."""
+
+    retryable = False
+
+
 class _Conn:
     __slots__ = ("reader", "writer")
 
@@ -48,11 +71,91 @@ class _Conn:
 
     def usable(self) -> bool:
         """Still open, and the server has sent nothing since the last reply (a kept-alive
-        connection the server closed has seen EOF)."""
-        return not (self.writer.is_closing() or self.reader.at_eof())
+        connection the server closed has seen EOF; bytes it sent unasked are buffered)."""
+        return not (
+            self.writer.is_closing()
+            or self.reader.at_eof()
+            or getattr(self.reader, "_buffer", None)
+        )
 
     def close(self) -> None:
         self.writer.close()
+
+
+class _Events:
+    """What httptools reports of one reply (its callbacks)."""
+
+    __slots__ = (
+        "parser",
+        "status",
+        "reason",
+        "headers",
+        "head_done",
+        "keep",
+        "body",
+        "done",
+        "extra",
+    )
+
+    def __init__(self) -> None:
+        self.parser = httptools.HttpResponseParser(self)
+        self.status = 0
+        self.reason = b""
+        self.headers: dict[str, str] = {}
+        self.head_done = self.keep = self.done = self.extra = False
+        self.body: list[bytes] = []
+
+    def on_message_begin(self) -> None:
+        if self.done:
+            self.extra = True  # another reply follows, unasked: ignored, the connection closed
+
+    def on_status(self, reason: bytes) -> None:
+        if not self.extra:
+            self.reason += reason
+
+    def on_header(self, name: bytes, value: bytes) -> None:
+        if self.extra or self.head_done:  # trailers are not kept
+            return
+        key, text = name.decode("latin-1").lower(), value.decode("latin-1").strip()
+        headers = self.headers
+        headers[key] = f"{headers[key]}, {text}" if key in headers else text
+
+    def on_headers_complete(self) -> None:
+        if not self.extra:
+            self.head_done = True
+            self.status = self.parser.get_status_code()
+            self.keep = self.parser.should_keep_alive()  # (llhttp forgets it at the end)
+
+    def on_body(self, data: bytes) -> None:
+        if not self.extra:
+            self.body.append(data)
+
+    def on_message_complete(self) -> None:
+        if self.extra:
+            return
+        if 100 <= self.status < 200:  # an interim reply: the real one follows
+            self.reason, self.headers, self.head_done = b"", {}, False
+            return
+        self.done = True
+
+    def feed(self, data: bytes) -> None:
+        """Parse ``data``; bytes after the reply that are not one are its end too."""
+        try:
+            self.parser.feed_data(data)
+        except httptools.HttpParserError:
+            if not self.done:
+                raise
+            self.extra = True
+
+
+def _framing_error(exc: Exception, head: bool) -> HttpTransportError:
+    """The transport error for a reply httptools refuses."""
+    text = str(exc) or type(exc).__name__
+    if "Content-Length" in text:
+        return HttpTransportError(f"bad Content-Length ({text})")
+    if head:
+        return HttpTransportError(f"not an HTTP reply ({text})")
+    return HttpTransportError(f"malformed reply body ({text})")
 
 
 class Reply:
@@ -64,90 +167,82 @@ class Reply:
         http: PlainHttp,
         key: tuple[str, int],
         conn: _Conn,
-        status: int,
-        reason: str,
-        headers: dict[str, str],
-        keep: bool,
-        method: str,
+        events: _Events,
+        deadline: float,
     ) -> None:
-        self.status_code, self.reason_phrase, self.headers = status, reason, headers
-        self._http, self._key, self._conn, self._keep = http, key, conn, keep
+        headers = events.headers
+        self.status_code = events.status
+        self.reason_phrase = events.reason.decode("latin-1").strip()
+        self.headers = headers
         self.content = b""
-        self._chunked = "chunked" in headers.get("transfer-encoding", "").lower()
+        self._http, self._key, self._conn, self._events = http, key, conn, events
+        self._deadline = deadline
+        self._keep = events.keep
+        coding = headers.get("transfer-encoding")
         length = headers.get("content-length")
-        self._left: int | None = None  # bytes still to read (None: until EOF or chunked)
-        if method == "HEAD" or status in (204, 304):
-            self._left, self._chunked = 0, False
-        elif not self._chunked and length is not None:
-            if not length.strip().isdigit():
-                raise HttpTransportError(f"bad Content-Length: {length!r}")
-            self._left = int(length)
-        elif not self._chunked:
+        self.length: int | None = None
+        """The body's Content-Length, when it has one."""
+        if coding is not None:
+            if coding.lower() != "chunked":
+                raise HttpTransportError(f"unsupported Transfer-Encoding: {coding[:40]!r}")
+            if length is not None:  # llhttp refuses this too: ambiguous framing
+                raise HttpTransportError("both Content-Length and chunked framing")
+        elif length is not None:
+            if not length.isdigit():  # llhttp checked it; kept for clarity
+                raise HttpTransportError(f"bad Content-Length: {length[:40]!r}")
+            self.length = int(length)
+        elif not events.done:
             self._keep = False  # the body ends when the server closes
+        self._close_delimited = coding is None and length is None
+        self._framing = 0  # bytes read since the last that carried body
         self._done = False
 
-    async def aread(self) -> bytes:
-        """The whole body (kept as :attr:`content`)."""
-        if not self._chunked and self._left is not None:  # one read of Content-Length bytes
-            try:
-                async with asyncio.timeout(self._http.timeout):
-                    self.content = await self._conn.reader.readexactly(self._left)
-            except TimeoutError:
-                self._keep = False
-                raise HttpTimeout("ReadTimeout") from None
-            except asyncio.IncompleteReadError:
-                self._keep = False
-                raise HttpTransportError("server closed the connection mid-reply") from None
-            except BaseException:
-                self._keep = False
-                raise
-            self._left, self._done = 0, True
-            return self.content
-        self.content = b"".join([chunk async for chunk in self.aiter_bytes(1 << 16)])
-        return self.content
+    async def _more(self) -> bool:
+        """Read what has arrived (at most :data:`READ_SIZE` bytes) into the parser; False at
+        the end of the connection. Only body bytes extend the deadline, and at most
+        :data:`MAX_HEAD` bytes in a row may carry none (chunk headers, trailers)."""
+        async with asyncio.timeout_at(self._deadline):
+            data = await self._conn.reader.read(READ_SIZE)
+        if not data:
+            return False
+        events = self._events
+        events.feed(data)
+        body = sum(map(len, events.body)) if events.body else 0
+        if body:
+            self._deadline += body / MIN_RATE
+            self._framing = 0
+        else:
+            self._framing += len(data)
+            if self._framing > MAX_HEAD:
+                raise HttpTransportError("reply framing too long (chunk headers or trailers)")
+        return True
 
-    async def aiter_bytes(self, size: int = 1 << 16) -> AsyncIterator[bytes]:
-        """The body in pieces of at most ``size`` bytes (chunked bodies: per chunk)."""
-        reader, timeout = self._conn.reader, self._http.timeout
+    async def aiter_bytes(self, size: int = READ_SIZE) -> AsyncGenerator[bytes, None]:
+        """The body in pieces of at most ``size`` bytes, whatever its framing."""
+        events = self._events
         try:
-            if self._chunked:
-                while True:
-                    async with asyncio.timeout(timeout):
-                        line = await reader.readline()
-                    try:
-                        n = int(line.split(b";", 1)[0].strip(), 16)
-                    except ValueError:
-                        raise HttpTransportError(f"bad chunk size line: {line[:40]!r}") from None
-                    if n == 0:
-                        async with asyncio.timeout(timeout):
-                            while (await reader.readline()).strip():  # trailers
-                                pass
+            while True:
+                if events.body:
+                    pieces, events.body = events.body, []
+                    for piece in pieces:
+                        if len(piece) <= size:
+                            yield piece
+                        else:
+                            for i in range(0, len(piece), size):
+                                yield piece[i : i + size]
+                if events.done:
+                    break
+                if not await self._more():
+                    if self._close_delimited:
                         break
-                    async with asyncio.timeout(timeout):
-                        data = await reader.readexactly(n + 2)
-                    yield data[:-2]
-            elif self._left is not None:
-                while self._left > 0:
-                    async with asyncio.timeout(timeout):
-                        data = await reader.read(min(size, self._left))
-                    if not data:
-                        raise HttpTransportError("server closed the connection mid-reply")
-                    self._left -= len(data)
-                    yield data
-            else:
-                while True:
-                    async with asyncio.timeout(timeout):
-                        data = await reader.read(size)
-                    if not data:
-                        break
-                    yield data
+                    raise HttpTransportError("server closed the connection mid-reply")
         except TimeoutError:
             self._keep = False
             raise HttpTimeout("ReadTimeout") from None
-        except asyncio.IncompleteReadError:
+        except httptools.HttpParserError as exc:
             self._keep = False
-            raise HttpTransportError("server closed the connection mid-reply") from None
-        except (OSError, asyncio.LimitOverrunError, ValueError) as exc:
+            raise _framing_error(exc, False) from None
+        except OSError as exc:
             self._keep = False
             raise HttpTransportError(str(exc) or type(exc).__name__) from None
         except BaseException:
@@ -155,9 +250,20 @@ class Reply:
             raise
         self._done = True
 
+    async def aread(self, limit: int | None = None, truncate: bool = False) -> bytes:
+        """The whole body (kept as :attr:`content`). Beyond ``limit`` bytes: :class:`HttpTooLarge`
+        (by the Content-Length before any is read), or with ``truncate`` its first ``limit``
+        bytes (the rest left unread, and the connection closed)."""
+        try:
+            self.content = await read_body(self, limit, truncate)
+        finally:
+            if not self._done:
+                self._keep = False
+        return self.content
+
     def release(self) -> None:
-        """Give the connection back (fully read and reusable) or close it."""
-        if self._done and self._keep:
+        """Give the connection back (fully read, nothing after it, reusable) or close it."""
+        if self._done and self._keep and not self._events.extra:
             self._http._put(self._key, self._conn)
         else:
             self._conn.close()
@@ -165,8 +271,9 @@ class Reply:
 
 class PlainHttp:
     """Kept-alive HTTP/1.1 connections (at most ``max_idle`` idle per server) for
-    ``http://`` URLs. ``timeout`` bounds each read and write, ``connect_timeout`` each
-    connection attempt. The caller bounds how many requests run at once."""
+    ``http://`` URLs. A request (connecting, sending, its whole reply) ends within
+    ``timeout`` seconds (see :data:`MIN_RATE`), a connection attempt within
+    ``connect_timeout``. The caller bounds how many requests run at once."""
 
     def __init__(
         self, timeout: float, connect_timeout: float, user_agent: str, max_idle: int = 8
@@ -190,16 +297,17 @@ class PlainHttp:
                 self._targets[origin] = known
         return known[0], known[1], "/" + rest.split("#", 1)[0]
 
-    async def _connect(self, key: tuple[str, int]) -> _Conn:
+    async def _connect(self, key: tuple[str, int], deadline: float) -> _Conn:
         idle = self._idle.get(key)
         while idle:
             conn = idle.pop()
             if conn.usable():
                 return conn
             conn.close()
+        until = min(deadline, asyncio.get_running_loop().time() + self.connect_timeout)
         try:
-            async with asyncio.timeout(self.connect_timeout):
-                reader, writer = await asyncio.open_connection(key[0], key[1], limit=MAX_HEAD)
+            async with asyncio.timeout_at(until):
+                reader, writer = await asyncio.open_connection(key[0], key[1], limit=READ_SIZE)
         except TimeoutError:
             raise HttpTimeout("ConnectTimeout") from None
         except OSError as exc:
@@ -216,6 +324,7 @@ class PlainHttp:
     async def _send(
         self, method: str, url: str, body: bytes | None, content_type: str | None
     ) -> Reply:
+        deadline = asyncio.get_running_loop().time() + self.timeout
         key, host, target = self._target(url)
         head = (
             f"{method} {target} HTTP/1.1\r\nHost: {host}\r\nAccept: */*\r\n"
@@ -226,46 +335,57 @@ class PlainHttp:
         if body is not None:
             head += f"Content-Length: {len(body)}\r\n"
         data = (head + "\r\n").encode("latin-1") + (body or b"")
-        conn = await self._connect(key)
+        conn = await self._connect(key, deadline)
+        kind = "WriteTimeout"
         try:
             try:
-                conn.writer.write(data)
-                if conn.writer.transport.get_write_buffer_size():
-                    async with asyncio.timeout(self.timeout):
+                async with asyncio.timeout_at(deadline):
+                    conn.writer.write(data)
+                    if conn.writer.transport.get_write_buffer_size():
                         await conn.writer.drain()
+                    kind = "ReadTimeout"
+                    events = _Events()
+                    seen = 0
+                    while not events.head_done:
+                        data = await conn.reader.read(READ_SIZE)
+                        if not data:
+                            raise HttpTransportError(
+                                "Server disconnected without sending a response."
+                                if not seen
+                                else "server closed the connection mid-reply"
+                            )
+                        seen += len(data)
+                        events.feed(data)
+                        if not events.head_done and seen > MAX_HEAD:
+                            raise HttpTransportError("reply headers too long")
             except TimeoutError:
-                raise HttpTimeout("WriteTimeout") from None
-            try:
-                async with asyncio.timeout(self.timeout):
-                    while True:
-                        raw = await conn.reader.readuntil(b"\r\n\r\n")
-                        status, reason, headers, keep = _parse_head(raw)
-                        if not 100 <= status < 200 or status == 101:
-                            break
-            except TimeoutError:
-                raise HttpTimeout("ReadTimeout") from None
-            except asyncio.IncompleteReadError as exc:
-                raise HttpTransportError(
-                    "Server disconnected without sending a response."
-                    if not exc.partial
-                    else "server closed the connection mid-reply"
-                ) from None
-            except asyncio.LimitOverrunError:
-                raise HttpTransportError("reply headers too long") from None
+                raise HttpTimeout(kind) from None
+            except httptools.HttpParserError as exc:
+                raise _framing_error(exc, not events.head_done) from None
             except OSError as exc:
                 raise HttpTransportError(str(exc) or type(exc).__name__) from None
-            return Reply(self, key, conn, status, reason, headers, keep, method)
+            return Reply(self, key, conn, events, deadline)
         except BaseException:
             conn.close()
             raise
 
     async def request(
-        self, method: str, url: str, body: bytes | None = None, content_type: str | None = None
+        self,
+        method: str,
+        url: str,
+        body: bytes | None = None,
+        content_type: str | None = None,
+        limit: int | None = None,
     ) -> Reply:
-        """Send a request and read its whole reply (in :attr:`Reply.content`)."""
+        """Send a request and read its whole reply (in :attr:`Reply.content`): a success's
+        body up to ``limit`` bytes (:class:`HttpTooLarge` beyond), any other's first
+        :data:`ERROR_BODY` bytes."""
         reply = await self._send(method, url, body, content_type)
         try:
-            await reply.aread()
+            if 200 <= reply.status_code < 300:
+                await reply.aread(limit)
+            else:
+                await reply.aread(ERROR_BODY, truncate=True)
         finally:
             reply.release()
         return reply
@@ -287,22 +407,83 @@ class PlainHttp:
         self._idle.clear()
 
 
-def _parse_head(raw: bytes) -> tuple[int, str, dict[str, str], bool]:
-    """(status, reason, headers, may keep the connection) of a reply's head."""
-    lines = raw.decode("latin-1").split("\r\n")
-    version, _, rest = lines[0].partition(" ")
-    code, _, reason = rest.partition(" ")
-    if not version.startswith("HTTP/1.") or len(code) != 3 or not code.isdigit():
-        raise HttpTransportError(f"not an HTTP reply: {lines[0][:60]!r}")
-    headers: dict[str, str] = {}
-    for line in lines[1:]:
-        if not line:
-            continue
-        name, sep, value = line.partition(":")
-        if not sep:
-            raise HttpTransportError(f"bad header line: {line[:60]!r}")
-        name, value = name.strip().lower(), value.strip()
-        headers[name] = f"{headers[name]}, {value}" if name in headers else value
-    conn = headers.get("connection", "").lower()
-    keep = "keep-alive" in conn if version == "HTTP/1.0" else "close" not in conn
-    return int(code), reason, headers, keep
+async def read_body(reply: _Body, limit: int | None, truncate: bool) -> bytes:
+    """``reply``'s whole body as :meth:`Reply.aread` reads it (either client's reply)."""
+    if limit is not None and not truncate and reply.length is not None and reply.length > limit:
+        raise HttpTooLarge(f"{reply.length} bytes announced, the limit is {limit}")
+    parts: list[bytes] = []
+    got = 0
+    async with contextlib.aclosing(reply.aiter_bytes()) as pieces:
+        async for piece in pieces:
+            got += len(piece)
+            if limit is not None and got > limit:
+                if not truncate:
+                    raise HttpTooLarge(f"more than {limit} bytes")
+                parts.append(piece[: len(piece) - (got - limit)])
+                break
+            parts.append(piece)
+    return parts[0] if len(parts) == 1 else b"".join(parts)
+
+
+class _Body(Protocol):
+    """What :func:`read_body` needs of a reply."""
+
+    length: int | None
+
+    def aiter_bytes(self, size: int = ...) -> AsyncGenerator[bytes, None]: ...
+
+
+def origin(url: str) -> str:
+    """``scheme://host[:port]`` of an URL."""
+    start = url.find("//") + 2
+    end = url.find("/", start)
+    return url if end < 0 else url[:end]
+
+
+class Slots:
+    """Request slots: at most ``per_origin`` requests at once to one server (project), and
+    ``total`` to all, so that a slow server holds only its own."""
+
+    def __init__(self, per_origin: int, total: int) -> None:
+        self.per_origin = per_origin
+        self.total = asyncio.Semaphore(total)
+        self.origins: dict[str, list[Any]] = {}  # origin -> [its semaphore, requests]
+
+    def hold(self, url: str) -> _Slot:
+        """``async with slots.hold(url):`` a slot for a request to ``url``."""
+        return _Slot(self, origin(url))
+
+
+class _Slot:
+    __slots__ = ("slots", "key")
+
+    def __init__(self, slots: Slots, key: str) -> None:
+        self.slots, self.key = slots, key
+
+    async def __aenter__(self) -> None:
+        slots = self.slots
+        entry = slots.origins.get(self.key)
+        if entry is None:
+            entry = slots.origins[self.key] = [asyncio.Semaphore(slots.per_origin), 0]
+        entry[1] += 1
+        try:
+            await entry[0].acquire()
+            try:
+                await slots.total.acquire()
+            except BaseException:
+                entry[0].release()
+                raise
+        except BaseException:
+            self._leave(entry)
+            raise
+
+    async def __aexit__(self, *exc: object) -> None:
+        entry = self.slots.origins[self.key]
+        self.slots.total.release()
+        entry[0].release()
+        self._leave(entry)
+
+    def _leave(self, entry: list[Any]) -> None:
+        entry[1] -= 1
+        if not entry[1]:
+            del self.slots.origins[self.key]

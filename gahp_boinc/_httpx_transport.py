@@ -4,15 +4,26 @@ its stack take a tenth of a second to import."""
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import ssl
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator
 from typing import Any
 
 import httpx
 
-from gahp_boinc._http import HttpTimeout, HttpTransportError
-from gahp_boinc._rpc import MAX_CONNECTIONS, SHARDS, USER_AGENT, tls_verify
+from gahp_boinc._http import (
+    ERROR_BODY,
+    MIN_RATE,
+    READ_SIZE,
+    HttpTimeout,
+    HttpTransportError,
+    read_body,
+)
+from gahp_boinc._rpc import SHARDS, TOTAL_CONNECTIONS, USER_AGENT, tls_verify
+
+_IDENTITY = {"Accept-Encoding": "identity"}
+"""Bodies are read raw (and bounded as they arrive), so none is asked for compressed."""
 
 
 def make_client(
@@ -28,31 +39,101 @@ def make_client(
         timeout=httpx.Timeout(timeout, connect=min(timeout, 15.0)),
         verify=checked,
         follow_redirects=False,
-        headers={"User-Agent": USER_AGENT},
+        headers={"User-Agent": USER_AGENT, **_IDENTITY},
         transport=ShardedTransport(checked),
     )
 
 
-async def send(client: httpx.AsyncClient, method: str, url: str, **kwargs: Any) -> httpx.Response:
-    """One request through ``client``, its errors as :mod:`gahp_boinc._http`'s."""
+class Streamed:
+    """An httpx reply read as :class:`gahp_boinc._http.Reply` is: its raw body (never
+    decompressed) in pieces of bounded size, the whole request within its deadline (the
+    client's ``timeout``, longer by a second per :data:`~gahp_boinc._http.MIN_RATE` bytes
+    received), errors as :mod:`gahp_boinc._http`'s."""
+
+    def __init__(self, resp: httpx.Response, deadline: float) -> None:
+        self.status_code = resp.status_code
+        self.reason_phrase = resp.reason_phrase
+        self.headers = {k.lower(): v for k, v in resp.headers.items()}
+        self.content = b""
+        length = self.headers.get("content-length", "")
+        self.length = int(length) if length.isdigit() else None
+        self._resp, self._deadline = resp, deadline
+
+    async def aiter_bytes(self, size: int = READ_SIZE) -> AsyncGenerator[bytes, None]:
+        raw = self._resp.aiter_raw()
+        try:
+            while True:
+                try:
+                    async with asyncio.timeout_at(self._deadline):
+                        piece = await anext(raw)
+                except StopAsyncIteration:
+                    break
+                self._deadline += len(piece) / MIN_RATE
+                for i in range(0, len(piece), size):
+                    yield piece[i : i + size]
+        except TimeoutError:
+            raise HttpTimeout("ReadTimeout") from None
+        except httpx.TimeoutException as exc:
+            raise HttpTimeout(type(exc).__name__) from exc
+        except httpx.TransportError as exc:
+            raise _transport_error(exc) from exc
+        finally:
+            await raw.aclose()  # type: ignore[attr-defined]  # (an async generator)
+
+    async def aread(self, limit: int | None = None, truncate: bool = False) -> bytes:
+        """The whole body, as :meth:`gahp_boinc._http.Reply.aread` reads it."""
+        self.content = await read_body(self, limit, truncate)
+        return self.content
+
+
+async def _open(
+    client: httpx.AsyncClient, method: str, url: str, timeout: float, kwargs: dict[str, Any]
+) -> Streamed:
+    deadline = asyncio.get_running_loop().time() + timeout
+    headers = {**kwargs.pop("headers", {}), **_IDENTITY}
     try:
-        return await client.request(method, url, **kwargs)
+        async with asyncio.timeout_at(deadline):
+            request = client.build_request(method, url, headers=headers, **kwargs)
+            resp = await client.send(request, stream=True)
+    except TimeoutError:
+        raise HttpTimeout("ReadTimeout") from None
     except httpx.TimeoutException as exc:
         raise HttpTimeout(type(exc).__name__) from exc
     except httpx.TransportError as exc:
         raise _transport_error(exc) from exc
+    return Streamed(resp, deadline)
+
+
+async def send(
+    client: httpx.AsyncClient,
+    method: str,
+    url: str,
+    timeout: float,
+    limit: int | None = None,
+    **kwargs: Any,
+) -> Streamed:
+    """One request through ``client``, read whole (in :attr:`Streamed.content`): a
+    success's body up to ``limit`` bytes (:class:`~gahp_boinc._http.HttpTooLarge`
+    beyond), any other's first :data:`~gahp_boinc._http.ERROR_BODY` bytes."""
+    got = await _open(client, method, url, timeout, kwargs)
+    try:
+        if 200 <= got.status_code < 300:
+            await got.aread(limit)
+        else:
+            await got.aread(ERROR_BODY, truncate=True)
+    finally:
+        await got._resp.aclose()
+    return got
 
 
 @contextlib.asynccontextmanager
-async def stream(client: httpx.AsyncClient, url: str) -> AsyncIterator[httpx.Response]:
+async def stream(client: httpx.AsyncClient, url: str, timeout: float) -> AsyncIterator[Streamed]:
     """A streamed GET through ``client``, its errors as :mod:`gahp_boinc._http`'s."""
+    got = await _open(client, "GET", url, timeout, {})
     try:
-        async with client.stream("GET", url) as resp:
-            yield resp
-    except httpx.TimeoutException as exc:
-        raise HttpTimeout(type(exc).__name__) from exc
-    except httpx.TransportError as exc:
-        raise _transport_error(exc) from exc
+        yield got
+    finally:
+        await got._resp.aclose()
 
 
 def _transport_error(exc: httpx.TransportError) -> HttpTransportError:
@@ -62,19 +143,20 @@ def _transport_error(exc: httpx.TransportError) -> HttpTransportError:
 
 
 class ShardedTransport(httpx.AsyncBaseTransport):
-    """``MAX_CONNECTIONS`` pooled connections as several small httpx pools, each request
-    sent through the pool with the fewest requests in flight.
+    """``TOTAL_CONNECTIONS`` pooled connections (``MAX_CONNECTIONS`` per project, as
+    :class:`gahp_boinc._http.Slots` admits requests) as several small httpx pools, each
+    request sent through the pool with the fewest requests in flight.
 
     httpcore's pool examines each of its connections, some of them with a poll() system
     call, for every request it starts and finishes (O(connections²) when some are idle):
     with 32 connections in one pool that was a third of the CPU time of a burst of pings.
-    Small pools keep that cost flat whatever ``MAX_CONNECTIONS`` is.
+    Small pools keep that cost flat whatever ``TOTAL_CONNECTIONS`` is.
     Every connection may stay open (with fewer kept alive, a burst closes and reopens the
     connections beyond them all the time).
     """
 
     def __init__(self, verify: bool | ssl.SSLContext = True, shards: int = SHARDS) -> None:
-        per = max(1, MAX_CONNECTIONS // shards)
+        per = max(1, TOTAL_CONNECTIONS // shards)
         limits = httpx.Limits(max_connections=per, max_keepalive_connections=per)
         self._shards = [
             httpx.AsyncHTTPTransport(verify=verify, limits=limits) for _ in range(shards)

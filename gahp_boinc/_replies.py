@@ -78,7 +78,7 @@ def _xmltodict_tree(body: bytes, text: bytes, command: str) -> Any:
 
     try:
         return xmltodict.parse(decode_text(text), force_list=_LISTS)
-    except ExpatError as exc:
+    except (ExpatError, ValueError) as exc:  # ValueError: an entity declaration
         snippet = decode_text(body[:200]).strip().replace("\n", " ")
         raise RpcError(f"{command}: malformed reply from server ({exc}): {snippet}") from None
 

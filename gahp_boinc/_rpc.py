@@ -27,7 +27,16 @@ from urllib.parse import quote
 import attrs
 
 from gahp_boinc._errors import NoOutput, RpcError, rpc_error
-from gahp_boinc._http import HttpTimeout, HttpTransportError, PlainHttp, Reply
+from gahp_boinc._http import (
+    ERROR_BODY,
+    READ_SIZE,
+    HttpTimeout,
+    HttpTooLarge,
+    HttpTransportError,
+    PlainHttp,
+    Reply,
+    Slots,
+)
 from gahp_boinc._replies import (
     _DECL,
     _NotPlain,
@@ -46,6 +55,8 @@ if TYPE_CHECKING:
 
     import httpx
 
+    from gahp_boinc._httpx_transport import Streamed
+
 log = logging.getLogger("gahp.boinc.rpc")
 
 USER_AGENT = "gahp-boinc (BOINC Condor adapter)"
@@ -54,11 +65,17 @@ MAX_FILES_PER_UPLOAD = 20
 MAX_BYTES_PER_UPLOAD = 6 * 1024 * 1024
 """Stay under PHP's default post_max_size (8 MB) with room for the request part."""
 MAX_CONNECTIONS = 8
-"""Concurrent HTTP requests to the projects, over every command in flight.
+"""Concurrent HTTP requests to one project, over every command in flight.
 
 Each kept-alive connection holds one of an Apache prefork server's children (BOINC's
 usual mod_php setup) between requests; a burst that opens more connections than the
 server has spare children waits while it forks more (at first one a second)."""
+TOTAL_CONNECTIONS = 4 * MAX_CONNECTIONS
+"""Concurrent HTTP requests to all projects: a slow project holds only its own
+``MAX_CONNECTIONS`` slots, the others keep theirs."""
+MAX_REPLY_BYTES = 64 * 1024 * 1024
+"""The default limit on the size of an RPC reply (downloads are written to disk as they
+arrive and have none)."""
 SHARDS = 2
 """httpx connection pools the connections are spread over (see
 :class:`gahp_boinc._httpx_transport.ShardedTransport`)."""
@@ -259,12 +276,18 @@ class BoincRpc:
         *,
         timeout: float = 60.0,
         verify: bool | str | ssl.SSLContext = True,
+        max_reply_bytes: int = MAX_REPLY_BYTES,
     ) -> None:
         """``client``: an httpx client for every request; without one, plain-HTTP requests
         use the lean client and the others an httpx client made when first needed, with
-        ``timeout`` and ``verify`` (checked here: a bad CA bundle fails at once)."""
+        ``verify`` (checked here: a bad CA bundle fails at once). Whichever client, a
+        request (connecting, sending, reading the whole reply) ends within ``timeout``
+        seconds (longer only for a body arriving at 16 KiB/s or more), an RPC's reply may
+        hold ``max_reply_bytes`` bytes, an error reply's first 4 KiB are read, and an RPC
+        and its retries end within ``deadline`` seconds."""
         self._client = client
         self._timeout = timeout
+        self.max_reply_bytes = max_reply_bytes
         self._verify = tls_verify(verify)
         self.plain: PlainHttp | None = None
         if client is None and not any(os.environ.get(v) for v in PROXY_VARIABLES):
@@ -276,7 +299,7 @@ class BoincRpc:
         # Requests beyond the pool's connections wait here, not in httpcore's pool: its
         # queue costs O(queued x connections) per assignment, which with a thousand GAHP
         # requests in flight ate half the CPU (and its pool timeout would count the wait).
-        self._slots = asyncio.Semaphore(MAX_CONNECTIONS)
+        self._slots = Slots(MAX_CONNECTIONS, TOTAL_CONNECTIONS)
 
     @staticmethod
     def make_client(
@@ -329,19 +352,27 @@ class BoincRpc:
         if files and plain is not None and _total_size(files) > MAX_BYTES_PER_UPLOAD:
             plain = None  # streamed from the files by httpx, never held in memory
         start = time.monotonic()
+        end = asyncio.get_running_loop().time() + self.deadline
         attempt = 0
         while True:
             attempt += 1
-            resp: Reply | httpx.Response
+            resp: Reply | Streamed
             try:
-                if plain is not None:
-                    resp = await self._send_plain(plain, url, command, xml, files, method)
-                else:
-                    resp = await self._send_httpx(url, command, xml, files, method)
+                async with asyncio.timeout_at(end):
+                    if plain is not None:
+                        resp = await self._send_plain(plain, url, command, xml, files, method)
+                    else:
+                        resp = await self._send_httpx(url, command, xml, files, method)
+            except TimeoutError:
+                raise RpcError(
+                    f"{command}: no reply from {url} within the deadline ({self.deadline:g} s)"
+                ) from None
             except HttpTimeout as exc:
                 err = RpcError(
                     f"{command}: no reply from {url} in time ({exc.kind})", retryable=True
                 )
+            except HttpTooLarge as exc:
+                raise RpcError(f"{command}: reply from {url} too large ({exc})") from None
             except HttpTransportError as exc:
                 err = RpcError(f"{command}: cannot reach {url}: {exc}", retryable=exc.retryable)
             except OSError as exc:
@@ -368,12 +399,13 @@ class BoincRpc:
     ) -> Reply:
         """One request through the lean client (the files read into the body)."""
         content, ctype = _form_request(xml, files)
-        async with self._slots:
+        limit = self.max_reply_bytes
+        async with self._slots.hold(url):
             sent = time.monotonic()
             if method == "GET":
-                resp = await plain.request("GET", url)
+                resp = await plain.request("GET", url, limit=limit)
             else:
-                resp = await plain.request("POST", url, content, ctype)
+                resp = await plain.request("POST", url, content, ctype, limit=limit)
         _log_reply(command, resp, sent)
         return resp
 
@@ -384,7 +416,7 @@ class BoincRpc:
         xml: str,
         files: Sequence[tuple[str, Path]],
         method: str,
-    ) -> httpx.Response:
+    ) -> Streamed:
         """One request through httpx (the files streamed from open handles)."""
         from gahp_boinc._httpx_transport import send
 
@@ -400,12 +432,13 @@ class BoincRpc:
             else:
                 content, ctype = _form_request(xml)
                 kwargs = {"content": content, "headers": {"Content-Type": ctype}}
-            async with self._slots:
+            timeout, limit = self._timeout, self.max_reply_bytes
+            async with self._slots.hold(url):
                 sent = time.monotonic()
                 if method == "GET":
-                    resp = await send(self.client, "GET", url)
+                    resp = await send(self.client, "GET", url, timeout, limit)
                 else:
-                    resp = await send(self.client, "POST", url, **kwargs)
+                    resp = await send(self.client, "POST", url, timeout, limit, **kwargs)
         finally:
             for fh in handles:
                 fh.close()
@@ -425,7 +458,7 @@ class BoincRpc:
         return delay
 
     @staticmethod
-    def _check_status(resp: Reply | httpx.Response, command: str, url: str) -> RpcError | None:
+    def _check_status(resp: Reply | Streamed, command: str, url: str) -> RpcError | None:
         status = resp.status_code
         if status == 200:
             return None
@@ -828,15 +861,15 @@ class BoincRpc:
         tmp = part_path(dest)
         plain = self._plain_for(url)
         placed = False
-        opened: contextlib.AbstractAsyncContextManager[Reply | httpx.Response]
+        opened: contextlib.AbstractAsyncContextManager[Reply | Streamed]
         try:
             if plain is not None:
                 opened = plain.stream("GET", url)
             else:
                 from gahp_boinc._httpx_transport import stream
 
-                opened = stream(self.client, url)
-            async with self._slots, opened as resp:
+                opened = stream(self.client, url, self._timeout)
+            async with self._slots.hold(url), opened as resp:
                 if resp.status_code != 200:
                     raise RpcError(
                         f"get_output: HTTP {resp.status_code} from {shown}",
@@ -844,14 +877,15 @@ class BoincRpc:
                     )
                 ctype = resp.headers.get("content-type", "")
                 if not ctype.startswith("application/octet-stream"):
-                    text = decode_text((await resp.aread())[:300]).strip()
+                    text = decode_text((await resp.aread(ERROR_BODY, truncate=True))[:300])
+                    text = text.strip()
                     if text.startswith("ERROR:"):
                         text = text[6:].strip()
                     raise rpc_error(f"get_output failed for {what}: {text}", text)
                 size = 0
                 fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
-                with os.fdopen(fd, "wb") as fh:
-                    async for chunk in resp.aiter_bytes(1 << 16):
+                with os.fdopen(fd, "wb") as fh:  # in pieces, whatever the framing
+                    async for chunk in resp.aiter_bytes(READ_SIZE):
                         fh.write(chunk)
                         size += len(chunk)
                 expected = resp.headers.get("content-length")
@@ -877,7 +911,7 @@ def part_path(dest: Path) -> str:
     return os.path.join(head, f".{tail}.part-{os.getpid()}-{random.getrandbits(32):08x}")
 
 
-def _log_reply(command: str, resp: Reply | httpx.Response, sent: float) -> None:
+def _log_reply(command: str, resp: Reply | Streamed, sent: float) -> None:
     """Log a reply's status, size and time since ``sent`` (at DEBUG level)."""
     if log.isEnabledFor(logging.DEBUG):
         log.debug(

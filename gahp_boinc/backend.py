@@ -55,7 +55,11 @@ def gahp_add_options(parser: argparse.ArgumentParser) -> None:
         metavar="FILE",
         help="file holding the default project's authenticator (default $BOINC_AUTHENTICATOR_FILE)",
     )
-    g.add_argument("--timeout", type=float, help="HTTP timeout in seconds (default 60)")
+    g.add_argument(
+        "--timeout",
+        type=float,
+        help="seconds for an HTTP request, its whole reply included (default 60)",
+    )
     g.add_argument(
         "--retries",
         type=int,
@@ -66,6 +70,11 @@ def gahp_add_options(parser: argparse.ArgumentParser) -> None:
         type=float,
         help="seconds after which a command is answered with an error (default 290: "
         "HTCondor ignores results later than 300 s)",
+    )
+    g.add_argument(
+        "--max-reply-bytes",
+        type=int,
+        help="largest RPC reply accepted, in bytes (default 67108864: 64 MiB)",
     )
     g.add_argument("--ca-bundle", metavar="FILE", help="CA certificates for https projects")
     g.add_argument(
@@ -110,6 +119,7 @@ class BoincBackend:
             verify=config.verify,
             retries=config.retries,
             lease_seconds=config.lease_seconds,
+            max_reply_bytes=config.max_reply_bytes,
             run_in_worker=context.run_in_worker,
         )
         context.on_shutdown(self.client.aclose)

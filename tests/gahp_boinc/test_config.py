@@ -16,8 +16,16 @@ from gahp_core.testing import GahpClient
 from gahp_lrms import DriverError, get_driver
 
 GAHP = [sys.executable, "-m", "gahp_boinc"]
-OPTIONS = ("project_url", "authenticator_file", "timeout", "retries", "command_timeout",
-           "ca_bundle", "insecure")
+OPTIONS = (
+    "project_url",
+    "authenticator_file",
+    "timeout",
+    "retries",
+    "command_timeout",
+    "ca_bundle",
+    "insecure",
+    "max_reply_bytes",
+)
 
 
 def options(**given: object) -> argparse.Namespace:
@@ -26,9 +34,17 @@ def options(**given: object) -> argparse.Namespace:
 
 @pytest.fixture(autouse=True)
 def _no_environment(monkeypatch):
-    for var in ("BOINC_GAHP_CONFIG", "BOINC_PROJECT_URL", "BOINC_AUTHENTICATOR_FILE",
-                "BOINC_GAHP_TIMEOUT", "BOINC_GAHP_CA_BUNDLE", "BOINC_GAHP_INSECURE",
-                "BOINC_GAHP_RETRIES", "BOINC_GAHP_COMMAND_TIMEOUT"):
+    for var in (
+        "BOINC_GAHP_CONFIG",
+        "BOINC_PROJECT_URL",
+        "BOINC_AUTHENTICATOR_FILE",
+        "BOINC_GAHP_TIMEOUT",
+        "BOINC_GAHP_CA_BUNDLE",
+        "BOINC_GAHP_INSECURE",
+        "BOINC_GAHP_RETRIES",
+        "BOINC_GAHP_COMMAND_TIMEOUT",
+        "BOINC_GAHP_MAX_REPLY_BYTES",
+    ):
         monkeypatch.delenv(var, raising=False)
 
 
@@ -41,7 +57,12 @@ def config_file(tmp_path: Path, text: str) -> str:
 def test_the_defaults():
     c = load_config(options())
     assert (c.timeout, c.verify, c.lease_seconds, c.retries, c.command_deadline) == (
-        60.0, True, 3600.0, 4, 290.0)
+        60.0,
+        True,
+        3600.0,
+        4,
+        290.0,
+    )
 
 
 @pytest.mark.parametrize("text", ['"false"', '"no"', '"off"', '"0"', "false", "0"])

@@ -9,7 +9,14 @@ from collections.abc import Awaitable, Callable
 
 import pytest
 
-from gahp_boinc._http import HttpTimeout, HttpTransportError, PlainHttp
+from gahp_boinc._http import (
+    ERROR_BODY,
+    HttpTimeout,
+    HttpTooLarge,
+    HttpTransportError,
+    PlainHttp,
+    Slots,
+)
 from gahp_boinc._rpc import BoincRpc
 
 Handler = Callable[[asyncio.StreamReader, asyncio.StreamWriter], Awaitable[None]]
@@ -174,3 +181,54 @@ def test_rpc_uses_httpx_for_tls_proxies_and_a_given_client(monkeypatch) -> None:
     assert BoincRpc(BoincRpc.make_client(5))._plain_for("http://h/p/x.php") is None
     monkeypatch.setenv("HTTP_PROXY", "http://proxy:3128")
     assert BoincRpc()._plain_for("http://h/p/x.php") is None
+
+
+def test_an_error_body_is_read_to_4_kib_and_its_connection_closed() -> None:
+    async def handler(r: asyncio.StreamReader, w: asyncio.StreamWriter) -> None:
+        while True:
+            await _read_request(r)
+            body = b"x" * (1 << 20)
+            w.write(b"HTTP/1.1 500 Oops\r\nContent-Length: %d\r\n\r\n" % len(body) + body)
+            await w.drain()
+
+    async def client(url: str, conns: list[int]) -> None:
+        http = PlainHttp(5, 5, "t")
+        for _ in range(2):
+            reply = await http.request("GET", url)
+            assert reply.status_code == 500 and reply.content == b"x" * ERROR_BODY
+
+    assert _run(handler, client) == [2]
+
+
+def test_a_success_beyond_the_limit_is_refused_by_its_content_length() -> None:
+    async def handler(r: asyncio.StreamReader, w: asyncio.StreamWriter) -> None:
+        await _read_request(r)
+        w.write(b"HTTP/1.1 200 OK\r\nContent-Length: 1000000000\r\n\r\nabc")
+        await w.drain()
+        await asyncio.sleep(2)
+
+    async def client(url: str, conns: list[int]) -> None:
+        with pytest.raises(HttpTooLarge, match="1000000000 bytes announced"):
+            await PlainHttp(5, 5, "t").request("GET", url, limit=1000)
+
+    _run(handler, client)
+
+
+def test_slots_are_per_server() -> None:
+    """A server holding all its slots leaves another server's free."""
+
+    async def main() -> None:
+        slots = Slots(per_origin=2, total=8)
+        held = [slots.hold("http://slow:80/p/x.php") for _ in range(2)]
+        for slot in held:
+            await slot.__aenter__()
+        waiting = asyncio.create_task(slots.hold("http://slow:80/p/y.php").__aenter__())
+        await asyncio.sleep(0.05)
+        assert not waiting.done()  # its server's slots are taken
+        async with asyncio.timeout(5), slots.hold("http://fast/p/x.php"):
+            pass
+        await held[0].__aexit__(None, None, None)
+        await asyncio.wait_for(waiting, 5)
+        assert set(slots.origins) == {"http://slow:80"}
+
+    asyncio.run(main())

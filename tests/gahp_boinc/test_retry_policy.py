@@ -30,7 +30,7 @@ class _Script:
         self.answers = list(answers)
         self.requests: list[tuple[str, bytes | None]] = []
 
-    async def request(self, method: str, url: str, body=None, ctype=None) -> _Reply:
+    async def request(self, method: str, url: str, body=None, ctype=None, limit=None) -> _Reply:
         self.requests.append((method, body))
         answer = self.answers.pop(0)
         if isinstance(answer, Exception):
@@ -112,3 +112,20 @@ def test_files_and_a_get_reach_the_lean_client(tmp_path: Path) -> None:
     (post, body), (get, no_body) = script.requests
     assert post == "POST" and b"file contents" in body and b"<ping/>" in body
     assert get == "GET" and no_body is None
+
+
+def test_an_rpc_and_its_retries_end_within_the_deadline() -> None:
+    """Whatever each request's own timeout, the RPC gives up at its deadline."""
+
+    class _Hang(_Script):
+        async def request(self, method: str, url: str, body=None, ctype=None, limit=None):
+            await asyncio.Event().wait()
+
+    rpc = BoincRpc(deadline=0.5)
+    rpc.plain = _Hang()  # type: ignore[assignment]
+
+    async def main() -> None:
+        await asyncio.wait_for(rpc._post(PROJECT, "submit_rpc_handler.php", "ping", "<ping/>"), 30)
+
+    with pytest.raises(RpcError, match="within the deadline"):
+        asyncio.run(main())

@@ -264,9 +264,7 @@ def _wait_finished(c: GahpClient, jobid: str, timeout: float = 90) -> list[str]:
 
 
 @pytest.mark.parametrize("lrms", ["fork", "slurm"])
-def test_classad_values_never_reach_a_shell(
-    tmp_path: Path, lrms: str, batch_env
-) -> None:
+def test_classad_values_never_reach_a_shell(tmp_path: Path, lrms: str, batch_env) -> None:
     env = batch_env(lrms)
     work = tmp_path / "work"
     work.mkdir()
