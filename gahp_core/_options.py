@@ -15,5 +15,8 @@ class ServerOptions:
     """Above this many pending requests answer ``F Threads limit reached``; 0: no limit."""
     max_line: int = 64 * 1024 * 1024
     """Longest request line accepted, in bytes."""
+    slow_handler: float = 0.25
+    """A handler that holds the event loop longer than this many seconds in one step is
+    logged at WARNING, by command name (a blocking call in an ``async def``); 0: never."""
     quit_grace: float = 0.5
     """Seconds given to cancelled work and shutdown callbacks on QUIT, EOF or SIGTERM."""

@@ -27,6 +27,7 @@ from gahp_core._dialect import Dialect, Done
 from gahp_core._eager import EagerStarter
 from gahp_core._options import ServerOptions
 from gahp_core._protocol import Version
+from gahp_core._slow import timed
 
 log = logging.getLogger("gahp.server")
 
@@ -112,7 +113,10 @@ class GahpServer:
         fut: asyncio.Future[Any] | None
         if cmd.is_coroutine:
             assert self._eager is not None
-            fut = self._eager.start(cmd.handler(parsed), done)
+            coro = cmd.handler(parsed)
+            if self.options.slow_handler > 0:
+                coro = timed(coro, cmd.name, self.options.slow_handler)
+            fut = self._eager.start(coro, done)
             if fut is None:  # finished without waiting: ``done`` has been called
                 return
         else:
@@ -131,6 +135,9 @@ class GahpServer:
     def spawn(self, coro: Coroutine[Any, Any, Any]) -> asyncio.Future[Any]:
         """Run a backend's background coroutine; it is cancelled at shutdown."""
         assert self._loop is not None
+        if self.options.slow_handler > 0:
+            what = f"background task {getattr(coro, '__qualname__', coro)}"
+            coro = timed(coro, what, self.options.slow_handler)
         task = self._loop.create_task(coro)
         inflight = self._inflight
         inflight.add(task)
@@ -195,6 +202,29 @@ class GahpServer:
         if close_err is not None:
             await close_err(self.options.quit_grace)
         return 0
+
+    async def serve_in_memory(self, write_out: Writer, write_err: Writer | None = None) -> int:
+        """Speak the dialect without I/O: :meth:`feed` brings input, ``write_out`` (and
+        ``write_err``, for a dialect using stderr) takes output; until it stops.
+
+        For tests in the test's own process (:class:`gahp_core.testing.InProcessClient`):
+        no descriptor is touched, no signal handler installed.
+        """
+        loop = self._loop = asyncio.get_running_loop()
+        self._eager = EagerStarter(loop)
+        self._stopping = asyncio.Event()
+        self._write_out = write_out
+        self._write_err = write_err if self.dialect.uses_stderr else None
+        self.dialect.start()
+        self.flush()
+        await self._stopping.wait()
+        await self._shutdown()
+        return 0
+
+    def feed(self, data: bytes) -> None:
+        """A chunk of input (``b""``: its end), on the loop, outside any task: what the
+        reader of :meth:`serve` does with each chunk of stdin."""
+        self._received(data)
 
     def _received(self, data: bytes) -> None:
         """A chunk of input (``b""``: end of input): to the dialect, then write its answers."""
