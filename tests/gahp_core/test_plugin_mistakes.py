@@ -102,7 +102,10 @@ def test_a_blocking_call_in_an_async_handler_is_logged_with_its_name(tmp_path):
     threshold): the warning is asserted, never the time it took."""
     command = variant(
         tmp_path,
-        ('        return ("NULL", *args)', '        time.sleep(1.0)\n        return ("NULL", *args)'),
+        (
+            '        return ("NULL", *args)',
+            '        time.sleep(1.0)\n        return ("NULL", *args)',
+        ),
     )
     with GahpClient([*command, "--slow-handler", "0.05"], env={"PYTHONPATH": str(tmp_path)}) as c:
         assert c.call("ECHO", "x") == ["NULL", "x"]

@@ -194,7 +194,7 @@ def test_the_api_reference_lists_every_public_name():
 
 def test_the_test_kit_is_importable_and_documented():
     testing = importlib.import_module("gahp_core.testing")
-    for name in ("GahpClient", "GahpConformance", "GahpTimeout", "wait_for"):
+    for name in ("GahpClient", "GahpConformance", "GahpTimeout", "InProcessClient", "wait_for"):
         assert own_docstring(getattr(testing, name))
 
 
