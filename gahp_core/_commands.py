@@ -85,6 +85,8 @@ def _check_nargs(instance: Command[Any], attribute: attrs.Attribute[Any], value:
 class Command(Generic[P]):
     """A command a backend contributes, generic over what its parser gives its handler.
 
+    ``name`` is the command code (stored upper case); ``handler`` answers it.
+
     ``nargs`` counts the arguments after the command code (and after the request id
     of an asynchronous command): an int, a ``(min, max)`` pair with ``max`` None for
     no limit, or None for any. ``parse`` runs when the request arrives, before the
@@ -101,6 +103,15 @@ class Command(Generic[P]):
     A coroutine handler starts at once, in a task (see :mod:`gahp_core._eager`), right
     after the ``S`` return line is queued and before the next request is read: one that
     never waits has its result queued before the next request too.
+
+    ``result_fields`` declares the fields of a success (a count, or their names): of the
+    result line after the request id, or of a synchronous command's ``S`` line. A result
+    that does not fit is logged as an error and answered as an error result (an ``F``
+    line for a synchronous command), never sent malformed. ``error_fields`` declares
+    the fields ``error_result`` makes, checked when the command is declared (a wrong
+    one is a ``ValueError`` at start). ``is_coroutine`` tells whether the handler runs
+    on the event loop (else in the worker pool). ``COMMANDS`` lists every command, and
+    :class:`gahp_core.testing.GahpConformance` checks the declared fields.
     """
 
     name: str = attrs.field(converter=_upper)

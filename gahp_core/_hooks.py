@@ -38,7 +38,25 @@ hookimpl = pluggy.HookimplMarker(PROJECT_NAME)
 
 @attrs.define
 class BackendContext:
-    """What the runtime offers a backend when it asks for its commands."""
+    """What the runtime offers a backend when it asks for its commands.
+
+    Attributes:
+        options: The parsed command line: the core options and every backend's.
+        logger: The logger for the backend (``gahp.backend``): never stdout.
+        redact: ``redact(secret)``: mask the secret in every log line from then on.
+        run_in_worker: ``await run_in_worker(fn, *args)``: run blocking work in the
+            bounded worker pool, from a coroutine handler.
+        spawn: ``spawn(coroutine)``: run background work on the loop; cancelled at
+            shutdown.
+        notify: ``notify(fields)``: an asynchronous notification, in dialects that
+            have them.
+        event_loop: ``event_loop()``: the server's event loop while it serves (None
+            before).
+        shutdown_callbacks: What :meth:`on_shutdown` registered.
+        warn: ``warn(message)``: a startup problem (a bad configuration, say), said once
+            on stderr and in the log; with :func:`gahp_core.out_of_service` the backend
+            then answers every command with the reason.
+    """
 
     options: argparse.Namespace
     logger: logging.Logger
