@@ -144,9 +144,10 @@ def run(pm: pluggy.PluginManager, options: argparse.Namespace) -> int:
         # One clear line, never a traceback on stderr: HTCondor shows a GAHP's stderr to
         # the administrator. The traceback goes to the log file, where there is one.
         message = str(exc) if isinstance(exc, GahpError) else _startup_error(exc)
+        phrased = isinstance(exc, ConfigError) or (isinstance(exc, HookFailed) and exc.phrased)
         if logs_to_file():
-            log.error("cannot start: %s", message, exc_info=not isinstance(exc, ConfigError))
-        elif isinstance(exc, HookFailed):
+            log.error("cannot start: %s", message, exc_info=not phrased)
+        elif isinstance(exc, HookFailed) and not phrased:
             message += " (--log FILE for the traceback)"
         if not quiet_stderr:
             print(f"error: cannot start: {message}", file=sys.stderr)

@@ -132,17 +132,23 @@ class BadBackend(BackendNotFound):
 
 
 class HookFailed(GahpError):
-    """A backend's hook raised: the message names the backend, the hook and where it raised
-    (the original exception is the ``__cause__``)."""
+    """A backend's hook raised: the message names the backend and the hook, and for an
+    exception that is not a :class:`GahpError` (a bug, not a message phrased for the
+    administrator) its class and where it was raised. The original exception is the
+    ``__cause__``; ``phrased`` tells whether it was a :class:`GahpError`."""
 
     def __init__(self, backend: str, hook: str, exc: BaseException) -> None:
-        frames = traceback.extract_tb(exc.__traceback__)
-        where = f" (at {frames[-1].filename}:{frames[-1].lineno})" if frames else ""
-        text = str(exc).strip()
-        what = f"{type(exc).__name__}: {text}" if text else type(exc).__name__
-        super().__init__(f"backend {backend}: hook {hook} raised {what}{where}")
         self.backend = backend
         self.hook = hook
+        self.phrased = isinstance(exc, GahpError)
+        text = str(exc).strip()
+        if self.phrased:
+            super().__init__(f"backend {backend}: hook {hook}: {text or type(exc).__name__}")
+            return
+        frames = traceback.extract_tb(exc.__traceback__)
+        where = f" (at {frames[-1].filename}:{frames[-1].lineno})" if frames else ""
+        what = f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+        super().__init__(f"backend {backend}: hook {hook} raised {what}{where}")
 
 
 def hook_names() -> tuple[str, ...]:

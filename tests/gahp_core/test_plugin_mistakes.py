@@ -163,3 +163,17 @@ def test_a_wrong_shape_declaration_is_refused_at_start(tmp_path, declaration, me
         ('Command("FAIL", fail, nargs=1)', f'Command("FAIL", fail, nargs=1, {declaration})'),
     )
     assert "FAIL" in err and message in err, err
+
+
+def test_a_configuration_error_in_a_hook_is_said_as_phrased_naming_the_backend(tmp_path):
+    edit = (
+        "def gahp_commands(context):\n",
+        "def gahp_commands(context):\n"
+        "    from gahp_core import ConfigError\n"
+        "    raise ConfigError('echo.toml: timeout must be a positive number, not -1')\n",
+    )
+    err = refused(tmp_path, edit)
+    assert err.strip().endswith(
+        "cannot start: backend broken_echo: hook gahp_commands:"
+        " echo.toml: timeout must be a positive number, not -1"
+    ), err
