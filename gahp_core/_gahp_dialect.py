@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import functools
 import logging
-import time
 from collections.abc import Sequence
 from typing import Any
 
@@ -22,7 +21,6 @@ from gahp_core._dialect import Dialect, Runtime
 from gahp_core._errors import GahpError
 from gahp_core._hooks import BackendContext, hookimpl
 from gahp_core._protocol import ERROR, FAILURE, SUCCESS, THREADS_LIMIT_REACHED, parse_reqid
-from gahp_core._slow import warn_slow
 
 log = logging.getLogger("gahp.server")
 
@@ -81,7 +79,6 @@ class GahpDialect(Dialect):
         if not cmd.accepts(len(args)):
             conn.reply(ERROR, (wrong_arguments(cmd, len(args)),))
             return
-        began = time.perf_counter()
         try:
             fields = cmd.handler(args)
         except BadRequest as exc:
@@ -94,11 +91,6 @@ class GahpDialect(Dialect):
             log.exception("command %s failed", cmd.name)
             conn.reply(FAILURE, (describe(exc),))
             return
-        finally:
-            took = time.perf_counter() - began
-            slow = self.runtime.options.slow_handler
-            if slow and took > slow:
-                warn_slow(cmd.name, took, slow)
         if isinstance(fields, Block):
             conn.reply_block(fields.fields, fields.lines)
             return

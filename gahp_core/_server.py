@@ -27,7 +27,7 @@ from gahp_core._dialect import Dialect, Done
 from gahp_core._eager import EagerStarter
 from gahp_core._options import ServerOptions
 from gahp_core._protocol import Version
-from gahp_core._slow import timed
+from gahp_core._slow import LoopWatch, handler_codes
 
 log = logging.getLogger("gahp.server")
 
@@ -57,6 +57,7 @@ class GahpServer:
         self._write_err: Writer | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._eager: EagerStarter | None = None
+        self._watch: LoopWatch | None = None
         dialect.attach(self)
 
     def add_commands(self, commands: Iterable[Command]) -> None:
@@ -113,10 +114,7 @@ class GahpServer:
         fut: asyncio.Future[Any] | None
         if cmd.is_coroutine:
             assert self._eager is not None
-            coro = cmd.handler(parsed)
-            if self.options.slow_handler > 0:
-                coro = timed(coro, cmd.name, self.options.slow_handler)
-            fut = self._eager.start(coro, done)
+            fut = self._eager.start(cmd.handler(parsed), done)
             if fut is None:  # finished without waiting: ``done`` has been called
                 return
         else:
@@ -135,9 +133,6 @@ class GahpServer:
     def spawn(self, coro: Coroutine[Any, Any, Any]) -> asyncio.Future[Any]:
         """Run a backend's background coroutine; it is cancelled at shutdown."""
         assert self._loop is not None
-        if self.options.slow_handler > 0:
-            what = f"background task {getattr(coro, '__qualname__', coro)}"
-            coro = timed(coro, what, self.options.slow_handler)
         task = self._loop.create_task(coro)
         inflight = self._inflight
         inflight.add(task)
@@ -189,6 +184,7 @@ class GahpServer:
         for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
             with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
                 loop.add_signal_handler(sig, self.request_stop)
+        self._start_watch(loop)
         self.dialect.start()
         self.flush()
         # Everything built so far (modules, plugins) lives as long as the process: keep it
@@ -215,11 +211,18 @@ class GahpServer:
         self._stopping = asyncio.Event()
         self._write_out = write_out
         self._write_err = write_err if self.dialect.uses_stderr else None
+        self._start_watch(loop)
         self.dialect.start()
         self.flush()
         await self._stopping.wait()
         await self._shutdown()
         return 0
+
+    def _start_watch(self, loop: asyncio.AbstractEventLoop) -> None:
+        if self.options.slow_handler > 0:
+            codes = handler_codes(self.commands.values())
+            self._watch = LoopWatch(loop, self.options.slow_handler, codes)
+            self._watch.start()
 
     def feed(self, data: bytes) -> None:
         """A chunk of input (``b""``: its end), on the loop, outside any task: what the
@@ -259,6 +262,8 @@ class GahpServer:
             except Exception:
                 log.exception("shutdown callback failed")
         self.executor.shutdown(wait=False, cancel_futures=True)
+        if self._watch is not None:
+            self._watch.stop()
 
 
 def _protect_std_streams(protect_stderr: bool) -> tuple[BinaryIO, BinaryIO | None]:
