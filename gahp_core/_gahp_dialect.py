@@ -97,12 +97,12 @@ class GahpDialect(Dialect):
         try:
             fields = as_fields(fields or ())
         except Exception as exc:  # not fields at all
-            log.error("%s returned %r: not fields", cmd.name, fields)
+            log.error("%s returned %s: not fields", cmd.name, _shown(fields))
             conn.reply(FAILURE, (f"internal error: {cmd.name}: {describe(exc)}",))
             return
         problem = cmd.result_problem(fields)
         if problem:
-            log.error("%s: %r", problem, fields)
+            log.error("%s: %s", problem, _shown(fields))
             conn.reply(FAILURE, (f"internal error: {problem}",))
             return
         conn.reply(SUCCESS, fields)
@@ -138,12 +138,12 @@ class GahpDialect(Dialect):
             try:
                 fields = as_fields(value)
             except Exception as bad:  # a handler returned something that is not fields
-                log.error("%s %s returned %r: not fields", cmd.name, reqid, value)
+                log.error("%s %s returned %s: not fields", cmd.name, reqid, _shown(value))
                 exc = bad
             else:
                 problem = cmd.result_problem(fields)
                 if problem:
-                    log.error("%s %s: %s: %r", cmd.name, reqid, problem, fields)
+                    log.error("%s %s: %s: %s", cmd.name, reqid, problem, _shown(fields))
                     exc = ShapeMismatch(f"internal error: {problem}")
         if exc is not None:
             if not isinstance(exc, ShapeMismatch):
@@ -152,7 +152,7 @@ class GahpDialect(Dialect):
             fields = as_fields(cmd.error_result(describe(exc)))
             problem = cmd.error_problem(fields)
             if problem:  # declared, and checked then: error_result depends on its message
-                log.error("%s %s: %s: %r", cmd.name, reqid, problem, fields)
+                log.error("%s %s: %s: %s", cmd.name, reqid, problem, _shown(fields))
                 fields = _fit(fields, cmd.error_fields)
         self.connection.queue_result(reqid, fields)
 
@@ -165,6 +165,12 @@ def _fit(fields: tuple[str, ...], shape: Any) -> tuple[str, ...]:
     """``fields`` cut or padded (with ``NULL``) to the declared count."""
     n = shape_count(shape) or 0
     return (*fields[:n], *("NULL",) * (n - len(fields)))
+
+
+def _shown(value: object, limit: int = 200) -> str:
+    """A handler's value for the log: its repr, cut to ``limit`` characters."""
+    text = repr(value)
+    return text if len(text) <= limit else f"{text[:limit]}... ({len(text)} characters)"
 
 
 def wrong_arguments(cmd: Command, got: int) -> str:
