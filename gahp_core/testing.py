@@ -30,6 +30,15 @@ from gahp_core._errors import GahpError
 from gahp_core._escaping import join, split
 from gahp_core._protocol import Version, parse_banner
 
+__all__ = [
+    "GahpClient",
+    "GahpConformance",
+    "GahpTimeout",
+    "InProcessClient",
+    "proc_status",
+    "wait_for",
+]
+
 
 def proc_status(pid: int, key: str) -> int:
     """A numeric field of ``/proc/PID/status`` (VmRSS and VmHWM in kB, Threads); -1 if gone."""
@@ -379,7 +388,8 @@ class InProcessClient(_LineClient):
     ``os.environ`` while the server is built (options read their defaults there) and
     restored after. :attr:`stderr_text` holds the server's log records of level WARNING
     and above. :attr:`server` is the :class:`~gahp_core.GahpServer`: its ``commands``
-    are the backend's declarations.
+    are the backend's declarations. For backends of the GAHP dialect (a dialect that
+    writes protocol lines on stderr, as Ninf-G's does, is not served here).
     """
 
     def __init__(

@@ -194,8 +194,10 @@ def test_the_api_reference_lists_every_public_name():
 
 def test_the_test_kit_is_importable_and_documented():
     testing = importlib.import_module("gahp_core.testing")
-    for name in ("GahpClient", "GahpConformance", "GahpTimeout", "InProcessClient", "wait_for"):
-        assert own_docstring(getattr(testing, name))
+    for name in testing.__all__:
+        assert own_docstring(getattr(testing, name)), name
+    text = (ROOT / "docs" / "api.md").read_text().split("## gahp_core.testing")[1]
+    assert set(re.findall(r"^ {8}- (\w+)$", text, re.M)) == set(testing.__all__)
 
 
 def test_the_console_scripts_and_backends_resolve():
