@@ -5,7 +5,14 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 export PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_ROOT_USER_ACTION=ignore NO_MKDOCS_2_WARNING=1
 
-python3 -m pip install -q -e '.[docs]'
+# Only the docs' own requirements: mkdocstrings reads the sources from this tree (paths: [.]),
+# so the gahp package installed here, editable or not, is left as it is.
+python3 - <<'EOF'
+import subprocess, sys, tomllib
+with open("pyproject.toml", "rb") as fh:
+    docs = tomllib.load(fh)["project"]["optional-dependencies"]["docs"]
+subprocess.run([sys.executable, "-m", "pip", "install", "-q", *docs], check=True)
+EOF
 if [[ $# -ge 1 ]]; then
     site="$1"
 else

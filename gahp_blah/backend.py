@@ -255,7 +255,15 @@ class BlahBackend:
 
     def commands(self) -> list[Command]:
         def cmd(name, handler, nargs, fields_on_error):
-            return Command(name, _errors(handler), nargs=nargs, error_result=fields_on_error)
+            n = len(fields_on_error(""))  # a success has as many fields as an error
+            return Command(
+                name,
+                _errors(handler),
+                nargs=nargs,
+                error_result=fields_on_error,
+                result_fields=n,
+                error_fields=n,
+            )
 
         three = lambda msg: ("1", msg)  # noqa: E731
         return [

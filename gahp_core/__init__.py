@@ -23,6 +23,7 @@ from gahp_core._commands import (
 )
 from gahp_core._config import (
     ConfigError,
+    add_settings_options,
     from_text,
     http_url,
     load_settings,
@@ -36,6 +37,7 @@ from gahp_core._config import (
     read_secret_file,
     setting,
     setting_names,
+    settings_from,
     strict_bool,
 )
 from gahp_core._connection import PROTOCOL_COMMANDS, Closed, GahpConnection, ProtocolMisuse
@@ -47,7 +49,9 @@ from gahp_core._hooks import (
     ENTRY_POINT_GROUP,
     BackendContext,
     BackendNotFound,
+    BadBackend,
     GahpSpec,
+    HookFailed,
     available_backends,
     hookimpl,
     load_backend,
@@ -88,6 +92,7 @@ __all__ = [
     "THREADS_LIMIT_REACHED",
     "BackendContext",
     "BackendNotFound",
+    "BadBackend",
     "BadRequest",
     "Closed",
     "Command",
@@ -98,6 +103,7 @@ __all__ = [
     "GahpError",
     "GahpServer",
     "GahpSpec",
+    "HookFailed",
     "LineSplitter",
     "ProtocolMisuse",
     "Refused",
@@ -109,6 +115,7 @@ __all__ = [
     "Version",
     "__version__",
     "add_core_options",
+    "add_settings_options",
     "async_command",
     "available_backends",
     "build_server",
@@ -144,6 +151,7 @@ __all__ = [
     "run",
     "setting",
     "setting_names",
+    "settings_from",
     "split",
     "strict_bool",
     "sync_command",

@@ -14,8 +14,18 @@ import pluggy
 from gahp_core import __version__
 from gahp_core._config import ConfigError
 from gahp_core._dialect import Dialect
+from gahp_core._errors import GahpError
 from gahp_core._gahp_dialect import GahpDialect
-from gahp_core._hooks import BackendContext, BackendNotFound, load_backend, plugin_manager
+from gahp_core._hooks import (
+    BackendContext,
+    BackendNotFound,
+    BadBackend,
+    HookFailed,
+    call_hook,
+    first_result,
+    load_backend,
+    plugin_manager,
+)
 from gahp_core._logs import REDACTOR, logs_to_file, setup_logging
 from gahp_core._protocol import Version
 from gahp_core._server import GahpServer, ServerOptions
@@ -50,14 +60,42 @@ def add_core_options(parser: argparse.ArgumentParser, log_env: str = "GAHP_LOG")
         default=int(os.environ.get("GAHP_MAX_IN_FLIGHT", "0")),
         help="answer 'F Threads limit reached' above this many pending requests (0: no limit)",
     )
+    g.add_argument(
+        "--slow-handler",
+        metavar="SECONDS",
+        type=float,
+        default=float(os.environ.get("GAHP_SLOW_HANDLER", "0.25")),
+        help="log a warning when a handler holds the event loop longer (0: never; default 0.25)",
+    )
+
+
+CORE_OPTIONS = ("--log", "--log-level", "--workers", "--max-in-flight", "--slow-handler")
+"""The options of every server (besides ``--version``, ``--help``): a backend's must differ."""
+
+
+def add_backend_options(pm: pluggy.PluginManager, parser: argparse.ArgumentParser) -> None:
+    """Let each backend add its options; one that clashes with another's is refused by name."""
+    for impl in reversed(pm.hook.gahp_add_options.get_hookimpls()):
+        try:
+            impl.function(parser=parser)
+        except argparse.ArgumentError as exc:
+            raise BadBackend(
+                f"backend {impl.plugin_name}: hook gahp_add_options: {exc}; the options every"
+                f" server has ({', '.join(CORE_OPTIONS)}) are taken: prefix the backend's with"
+                " its name"
+            ) from exc
+        except Exception as exc:
+            raise HookFailed(impl.plugin_name, "gahp_add_options", exc) from exc
 
 
 def build_server(pm: pluggy.PluginManager, options: argparse.Namespace) -> GahpServer:
     """Collect the dialect, the version and every plugin's commands into a server."""
     dialect = dialect_of(pm)
-    version = pm.hook.gahp_version() or Version(__version__, "Python GAHP")
+    version = first_result(pm, "gahp_version") or Version(__version__, "Python GAHP")
     server_options = ServerOptions(
-        workers=max(1, options.workers), max_in_flight=max(0, options.max_in_flight)
+        workers=max(1, options.workers),
+        max_in_flight=max(0, options.max_in_flight),
+        slow_handler=max(0.0, getattr(options, "slow_handler", ServerOptions.slow_handler)),
     )
     server = GahpServer(version, dialect, server_options)
     pm.register(dialect.builtins(), name="builtins")
@@ -77,7 +115,12 @@ def build_server(pm: pluggy.PluginManager, options: argparse.Namespace) -> GahpS
         event_loop=server.event_loop,
         warn=warn,
     )
-    server.add_commands(c for group in pm.hook.gahp_commands(context=context) for c in group)
+    builtin = pm.get_plugin("builtins")
+    for name, group in call_hook(pm, "gahp_commands", context=context):
+        commands = list(group or ())
+        if not commands and pm.get_plugin(name) is not builtin:
+            raise BadBackend(f"backend {name}: hook gahp_commands returned no command")
+        server.add_commands(commands)
     for callback in context.shutdown_callbacks:
         server.on_shutdown(callback)
     return server
@@ -85,7 +128,7 @@ def build_server(pm: pluggy.PluginManager, options: argparse.Namespace) -> GahpS
 
 def dialect_of(pm: pluggy.PluginManager) -> Dialect:
     """The dialect the registered backend speaks."""
-    return pm.hook.gahp_dialect() or GahpDialect()
+    return first_result(pm, "gahp_dialect") or GahpDialect()
 
 
 def run(pm: pluggy.PluginManager, options: argparse.Namespace) -> int:
@@ -100,9 +143,12 @@ def run(pm: pluggy.PluginManager, options: argparse.Namespace) -> int:
     except Exception as exc:
         # One clear line, never a traceback on stderr: HTCondor shows a GAHP's stderr to
         # the administrator. The traceback goes to the log file, where there is one.
-        message = str(exc) if isinstance(exc, ConfigError) else _startup_error(exc)
+        message = str(exc) if isinstance(exc, GahpError) else _startup_error(exc)
+        phrased = isinstance(exc, ConfigError) or (isinstance(exc, HookFailed) and exc.phrased)
         if logs_to_file():
-            log.error("cannot start: %s", message, exc_info=not isinstance(exc, ConfigError))
+            log.error("cannot start: %s", message, exc_info=not phrased)
+        elif isinstance(exc, HookFailed) and not phrased:
+            message += " (--log FILE for the traceback)"
         if not quiet_stderr:
             print(f"error: cannot start: {message}", file=sys.stderr)
         return 2
@@ -156,6 +202,10 @@ def main_for_backend(
     parser = argparse.ArgumentParser(prog=prog, description=f"GAHP server: {name} backend")
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     add_core_options(parser, log_env)
-    pm.hook.gahp_add_options(parser=parser)
+    try:
+        add_backend_options(pm, parser)
+    except GahpError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        raise SystemExit(2) from exc
     options = parser.parse_args(argv)
     exit_now(run(pm, options))

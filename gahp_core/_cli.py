@@ -7,7 +7,8 @@ import sys
 from collections.abc import Sequence
 
 from gahp_core import __version__
-from gahp_core._app import add_core_options, exit_now, run
+from gahp_core._app import add_backend_options, add_core_options, exit_now, run
+from gahp_core._errors import GahpError
 from gahp_core._hooks import BackendNotFound, available_backends, load_backend, plugin_manager
 
 
@@ -39,6 +40,9 @@ def main(argv: Sequence[str] | None = None) -> None:
             load_backend(pm, known.backend)
         except BackendNotFound as exc:
             parser.error(str(exc))
-        pm.hook.gahp_add_options(parser=parser)
+        try:
+            add_backend_options(pm, parser)
+        except GahpError as exc:
+            parser.error(str(exc))
     options = parser.parse_args(argv)
     exit_now(run(pm, options))

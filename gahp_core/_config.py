@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import argparse
 import math
 import os
 import re
@@ -206,3 +207,71 @@ def load_settings(
 def setting_names(cls: type) -> frozenset[str]:
     """The keys a settings class reads."""
     return frozenset(f.name for f in attrs.fields(cls) if _CONVERT in f.metadata)
+
+
+# ---- a backend's settings from its options, the environment and a file ----------------------
+
+
+def _env_name(prefix: str, key: str) -> str:
+    return f"{prefix}_{key}".upper().replace("-", "_")
+
+
+def add_settings_options(parser: argparse.ArgumentParser, cls: type, prefix: str) -> None:
+    """Add ``--PREFIX-KEY VALUE`` for each key of the settings class ``cls`` and
+    ``--PREFIX-config FILE``, in an argument group of their own: a backend's options,
+    named apart from the core options and from other backends'. Read them back with
+    :func:`settings_from`."""
+    group = parser.add_argument_group(f"{prefix} settings")
+    group.add_argument(
+        f"--{prefix}-config",
+        metavar="FILE",
+        dest=f"{prefix}_config".replace("-", "_"),
+        help=f"TOML file of {prefix} settings (default ${_env_name(prefix, 'config')})",
+    )
+    for key in sorted(setting_names(cls)):
+        group.add_argument(
+            f"--{prefix}-{key.replace('_', '-')}",
+            metavar="VALUE",
+            dest=f"{prefix}_{key}".replace("-", "_"),
+            help=f"{key} (default ${_env_name(prefix, key)}, else the file's {key})",
+        )
+
+
+def settings_from(
+    cls: type[T],
+    options: argparse.Namespace | None,
+    prefix: str,
+    environ: Mapping[str, str] | None = None,
+) -> T:
+    """The settings class ``cls`` (fields made by :func:`setting`), each key taken from,
+    in this order (the precedence HTCondor administrators expect, since HTCondor starts
+    a GAHP without arguments):
+
+    1. the option ``--PREFIX-KEY`` (see :func:`add_settings_options`), if given;
+    2. the environment variable ``PREFIX_KEY`` (upper case), if set and not empty;
+    3. the key in the TOML file named by ``--PREFIX-config`` or ``$PREFIX_CONFIG``;
+    4. the field's default.
+
+    Text from an option or a variable is read by :func:`from_text` (a number if it reads
+    as one), then every value by its field's converter. A bad value, an unknown key in
+    the file or an unreadable file is a :class:`ConfigError` naming where the value came
+    from (``--kv-timeout``, ``KV_TIMEOUT``, ``configuration file F: timeout``).
+    """
+    env = os.environ if environ is None else environ
+    attr = prefix.replace("-", "_")
+    file = getattr(options, f"{attr}_config", None) or env.get(_env_name(prefix, "config"))
+    names = setting_names(cls)
+    data: dict[str, Any] = load_toml(file, names) if file else {}
+    merged: dict[str, Any] = {}
+    labels: dict[str, str] = {}
+    for key in sorted(names):
+        option = getattr(options, f"{attr}_{key}", None)
+        var = _env_name(prefix, key)
+        if option is not None:
+            merged[key] = from_text(option) if isinstance(option, str) else option
+            labels[key] = f"--{prefix}-{key.replace('_', '-')}"
+        elif env.get(var):
+            merged[key], labels[key] = from_text(env[var]), var
+        elif key in data:
+            merged[key], labels[key] = data[key], f"configuration file {file}: {key}"
+    return load_settings(cls, merged, labels=labels)

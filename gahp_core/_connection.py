@@ -46,7 +46,11 @@ _NARGS = {name: 1 if name == "RESPONSE_PREFIX" else 0 for name in PROTOCOL_COMMA
 
 @attrs.frozen
 class Closed:
-    """No more requests will come: the client sent ``QUIT`` or closed its end."""
+    """No more requests will come: the client sent ``QUIT`` or closed its end.
+
+    Attributes:
+        by_quit: Whether the client sent ``QUIT`` (else its input ended).
+    """
 
     by_quit: bool
 

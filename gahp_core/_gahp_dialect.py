@@ -15,9 +15,10 @@ from typing import Any
 
 import attrs
 
-from gahp_core._commands import BadRequest, Command, Refused
+from gahp_core._commands import BadRequest, Command, Refused, shape_count
 from gahp_core._connection import PROTOCOL_COMMANDS, Closed, GahpConnection
 from gahp_core._dialect import Dialect, Runtime
+from gahp_core._errors import GahpError
 from gahp_core._hooks import BackendContext, hookimpl
 from gahp_core._protocol import ERROR, FAILURE, SUCCESS, THREADS_LIMIT_REACHED, parse_reqid
 
@@ -76,7 +77,7 @@ class GahpDialect(Dialect):
     def _dispatch_sync(self, cmd: Command, args: tuple[str, ...]) -> None:
         conn = self.connection
         if not cmd.accepts(len(args)):
-            conn.reply(ERROR, ("wrong number of arguments",))
+            conn.reply(ERROR, (wrong_arguments(cmd, len(args)),))
             return
         try:
             fields = cmd.handler(args)
@@ -92,8 +93,19 @@ class GahpDialect(Dialect):
             return
         if isinstance(fields, Block):
             conn.reply_block(fields.fields, fields.lines)
-        else:
-            conn.reply(SUCCESS, as_fields(fields or ()))
+            return
+        try:
+            fields = as_fields(fields or ())
+        except Exception as exc:  # not fields at all
+            log.error("%s returned %s: not fields", cmd.name, _shown(fields))
+            conn.reply(FAILURE, (f"internal error: {cmd.name}: {describe(exc)}",))
+            return
+        problem = cmd.result_problem(fields)
+        if problem:
+            log.error("%s: %s", problem, _shown(fields))
+            conn.reply(FAILURE, (f"internal error: {problem}",))
+            return
+        conn.reply(SUCCESS, fields)
 
     def _dispatch_async(self, cmd: Command, args: tuple[str, ...]) -> None:
         conn = self.connection
@@ -103,7 +115,7 @@ class GahpDialect(Dialect):
             return
         reqid, args = args[0], args[1:]
         if not cmd.accepts(len(args)):
-            conn.reply(ERROR, ("wrong number of arguments",))
+            conn.reply(ERROR, (wrong_arguments(cmd, len(args)),))
             return
         limit = runtime.options.max_in_flight
         if limit and runtime.in_flight >= limit:
@@ -126,12 +138,44 @@ class GahpDialect(Dialect):
             try:
                 fields = as_fields(value)
             except Exception as bad:  # a handler returned something that is not fields
+                log.error("%s %s returned %s: not fields", cmd.name, reqid, _shown(value))
                 exc = bad
+            else:
+                problem = cmd.result_problem(fields)
+                if problem:
+                    log.error("%s %s: %s: %s", cmd.name, reqid, problem, _shown(fields))
+                    exc = ShapeMismatch(f"internal error: {problem}")
         if exc is not None:
-            log.warning("%s %s failed: %s", cmd.name, reqid, describe(exc))
-            log.debug("traceback of %s %s", cmd.name, reqid, exc_info=exc)
+            if not isinstance(exc, ShapeMismatch):
+                log.warning("%s %s failed: %s", cmd.name, reqid, describe(exc))
+                log.debug("traceback of %s %s", cmd.name, reqid, exc_info=exc)
             fields = as_fields(cmd.error_result(describe(exc)))
+            problem = cmd.error_problem(fields)
+            if problem:  # declared, and checked then: error_result depends on its message
+                log.error("%s %s: %s: %s", cmd.name, reqid, problem, _shown(fields))
+                fields = _fit(fields, cmd.error_fields)
         self.connection.queue_result(reqid, fields)
+
+
+class ShapeMismatch(GahpError):
+    """A handler's result does not have the fields its command declares."""
+
+
+def _fit(fields: tuple[str, ...], shape: Any) -> tuple[str, ...]:
+    """``fields`` cut or padded (with ``NULL``) to the declared count."""
+    n = shape_count(shape) or 0
+    return (*fields[:n], *("NULL",) * (n - len(fields)))
+
+
+def _shown(value: object, limit: int = 200) -> str:
+    """A handler's value for the log: its repr, cut to ``limit`` characters."""
+    text = repr(value)
+    return text if len(text) <= limit else f"{text[:limit]}... ({len(text)} characters)"
+
+
+def wrong_arguments(cmd: Command, got: int) -> str:
+    """The ``E`` message for a request with the wrong argument count."""
+    return f"wrong number of arguments: {cmd.usage()}, not {got}"
 
 
 class BuiltinCommands:

@@ -26,7 +26,12 @@ THREADS_LIMIT_REACHED = "Threads limit reached"
 
 @attrs.frozen
 class Request:
-    """One parsed request line: the command code (upper case) and its arguments."""
+    """One parsed request line: the command code (upper case) and its arguments.
+
+    Attributes:
+        command: The command code, upper case.
+        args: The arguments after it, unescaped.
+    """
 
     command: str
     args: tuple[str, ...]
@@ -76,7 +81,13 @@ def parse_reqid(text: str) -> str | None:
 
 @attrs.frozen
 class Version:
-    """What a GAHP server reports in its ``$GahpVersion`` banner."""
+    """What a GAHP server reports in its ``$GahpVersion`` banner.
+
+    Attributes:
+        number: The version, ``x.y.z``.
+        description: The server's name and anything else, escaped in the banner.
+        date: The date shown (default: today).
+    """
 
     number: str
     description: str

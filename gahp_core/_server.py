@@ -27,6 +27,7 @@ from gahp_core._dialect import Dialect, Done
 from gahp_core._eager import EagerStarter
 from gahp_core._options import ServerOptions
 from gahp_core._protocol import Version
+from gahp_core._slow import LoopWatch, handler_codes
 
 log = logging.getLogger("gahp.server")
 
@@ -56,6 +57,7 @@ class GahpServer:
         self._write_err: Writer | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._eager: EagerStarter | None = None
+        self._watch: LoopWatch | None = None
         dialect.attach(self)
 
     def add_commands(self, commands: Iterable[Command]) -> None:
@@ -182,6 +184,7 @@ class GahpServer:
         for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
             with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
                 loop.add_signal_handler(sig, self.request_stop)
+        self._start_watch(loop)
         self.dialect.start()
         self.flush()
         # Everything built so far (modules, plugins) lives as long as the process: keep it
@@ -195,6 +198,36 @@ class GahpServer:
         if close_err is not None:
             await close_err(self.options.quit_grace)
         return 0
+
+    async def serve_in_memory(self, write_out: Writer, write_err: Writer | None = None) -> int:
+        """Speak the dialect without I/O: :meth:`feed` brings input, ``write_out`` (and
+        ``write_err``, for a dialect using stderr) takes output; until it stops.
+
+        For tests in the test's own process (:class:`gahp_core.testing.InProcessClient`):
+        no descriptor is touched, no signal handler installed.
+        """
+        loop = self._loop = asyncio.get_running_loop()
+        self._eager = EagerStarter(loop)
+        self._stopping = asyncio.Event()
+        self._write_out = write_out
+        self._write_err = write_err if self.dialect.uses_stderr else None
+        self._start_watch(loop)
+        self.dialect.start()
+        self.flush()
+        await self._stopping.wait()
+        await self._shutdown()
+        return 0
+
+    def _start_watch(self, loop: asyncio.AbstractEventLoop) -> None:
+        if self.options.slow_handler > 0:
+            codes = handler_codes(self.commands.values())
+            self._watch = LoopWatch(loop, self.options.slow_handler, codes)
+            self._watch.start()
+
+    def feed(self, data: bytes) -> None:
+        """A chunk of input (``b""``: its end), on the loop, outside any task: what the
+        reader of :meth:`serve` does with each chunk of stdin."""
+        self._received(data)
 
     def _received(self, data: bytes) -> None:
         """A chunk of input (``b""``: end of input): to the dialect, then write its answers."""
@@ -229,6 +262,8 @@ class GahpServer:
             except Exception:
                 log.exception("shutdown callback failed")
         self.executor.shutdown(wait=False, cancel_futures=True)
+        if self._watch is not None:
+            self._watch.stop()
 
 
 def _protect_std_streams(protect_stderr: bool) -> tuple[BinaryIO, BinaryIO | None]:

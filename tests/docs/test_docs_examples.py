@@ -26,6 +26,7 @@ import argparse
 import os
 import re
 import shlex
+import subprocess
 import sys
 import time
 import tomllib
@@ -141,6 +142,29 @@ def test_python_blocks(page: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPat
         if b.page == page and b.lang == "python" and not b.skipped:
             code = compile(b.body, b.id, "exec")
             exec(code, namespace)  # noqa: S102 - the docs' own examples
+
+
+def _pages_with_tests() -> list[Path]:
+    return sorted({b.page for b in ALL if any(n.startswith("tests/") for n in file_blocks(b.page))})
+
+
+@pytest.mark.parametrize("page", _pages_with_tests(), ids=lambda p: str(p.relative_to(DOCS)))
+def test_example_projects_pass_their_own_tests(page: Path, tmp_path: Path) -> None:
+    """A page's example project (its ``# file:`` blocks) passes its own tests/, run by
+    pytest as its author would."""
+    project = tmp_path / "project"
+    paths = materialize(page, project)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([*paths, str(ROOT)])}
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests"],
+        cwd=project,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert done.returncode == 0, done.stdout[-6000:] + done.stderr[-3000:]
+    assert " passed" in done.stdout and " skipped" not in done.stdout, done.stdout[-3000:]
 
 
 @pytest.mark.parametrize(

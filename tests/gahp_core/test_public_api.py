@@ -194,8 +194,10 @@ def test_the_api_reference_lists_every_public_name():
 
 def test_the_test_kit_is_importable_and_documented():
     testing = importlib.import_module("gahp_core.testing")
-    for name in ("GahpClient", "GahpConformance", "GahpTimeout", "wait_for"):
-        assert own_docstring(getattr(testing, name))
+    for name in testing.__all__:
+        assert own_docstring(getattr(testing, name)), name
+    text = (ROOT / "docs" / "api.md").read_text().split("## gahp_core.testing")[1]
+    assert set(re.findall(r"^ {8}- (\w+)$", text, re.M)) == set(testing.__all__)
 
 
 def test_the_console_scripts_and_backends_resolve():
@@ -230,9 +232,7 @@ def _private_part(name: str) -> bool:
     return name.startswith("_") and not (name.startswith("__") and name.endswith("__"))
 
 
-def foreign_private_imports(
-    tree: ast.AST, own: tuple[str, ...] = ()
-) -> Iterator[tuple[int, str]]:
+def foreign_private_imports(tree: ast.AST, own: tuple[str, ...] = ()) -> Iterator[tuple[int, str]]:
     """(line, what) for each import in ``tree`` of a private module or name of one of
     :data:`PACKAGES` not in ``own`` (relative imports stay inside their package)."""
 
@@ -321,3 +321,19 @@ def test_shipped_packages_do_not_need_the_test_kit():
                 if any(n == "gahp_core.testing" or n.split(".")[0] == "tests" for n in names):
                     found.append(f"{path.relative_to(ROOT)}:{node.lineno}")
     assert found == [], "shipped code importing the test kit:\n" + "\n".join(found)
+
+
+def test_help_shows_every_attribute_of_the_public_value_classes():
+    """``help()`` shows a class's docstring, not its attributes' own: each public field of
+    a public attrs class is named in its class's docstring (``warn``, ``spawn``...)."""
+    import attrs
+
+    missing = {}
+    for name in gahp_core.__all__:
+        obj = getattr(gahp_core, name)
+        if isinstance(obj, type) and attrs.has(obj):
+            doc = obj.__doc__ or ""
+            absent = [f.name for f in attrs.fields(obj) if not re.search(rf"\b{f.name}\b", doc)]
+            if absent:
+                missing[name] = absent
+    assert not missing, missing

@@ -2,8 +2,10 @@
 
 import asyncio
 import os
+import time
 
-from gahp_core import Command, GahpDialect, GahpServer, ServerOptions, Version
+from gahp_core import Command, GahpDialect, GahpServer, ServerOptions, Version, hookimpl
+from gahp_core.testing import InProcessClient
 
 
 def serve(commands: list[Command], data: bytes) -> list[bytes]:
@@ -46,3 +48,62 @@ def test_a_handler_starts_before_the_next_request_and_keeps_its_task():
     out = serve(cmds, b"REC 1 a\nMARK\nREC 2 b\nRESULTS\nQUIT\n")
     assert out == [b"S", b"S", b"S", b"S 0", b"S"]  # neither result is in before RESULTS
     assert seen == ["a", "sync", "b", ("a", True), ("b", True)]
+
+
+class Backend:
+    """A plugin serving ``commands``."""
+
+    def __init__(self, *commands: Command) -> None:
+        self.commands = list(commands)
+
+    @hookimpl
+    def gahp_commands(self, context):
+        return self.commands
+
+
+def test_a_handler_holding_the_loop_is_named_and_one_awaiting_is_not():
+    """A deliberately blocking handler (1 s against a 0.2 s threshold) is named; the
+    warning is asserted, never the time it took."""
+
+    async def blocks(args):
+        time.sleep(1.0)
+        return ()
+
+    async def awaits(args):
+        await asyncio.sleep(1.0)
+        return ()
+
+    plugin = Backend(Command("BLOCKS", blocks), Command("AWAITS", awaits))
+    with InProcessClient(plugin, ["--slow-handler", "0.2"]) as c:
+        assert c.call("AWAITS") == []
+        assert "held" not in c.stderr_text, c.stderr_text
+        assert c.call("BLOCKS") == []
+        assert c.quit() == 0
+    assert "gahp.server WARNING BLOCKS is holding the event loop" in c.stderr_text
+    assert "gahp.server WARNING BLOCKS held the event loop for" in c.stderr_text
+    assert "AWAITS" not in c.stderr_text, c.stderr_text
+
+
+def test_a_sync_result_of_the_wrong_shape_is_an_f_line():
+    two = Command("TWO", lambda args: tuple(args), asynchronous=False, result_fields=("a", "b"))
+    with InProcessClient(Backend(two)) as c:
+        assert c.command("TWO", "x", "y") == ["S", "x", "y"]
+        assert c.command("TWO", "x") == [
+            "F",
+            "internal error: TWO returned 1 field where it declares 2 fields (a, b)",
+        ]
+    assert "ERROR TWO returned 1 field" in c.stderr_text, c.stderr_text
+
+
+def test_an_error_result_of_the_wrong_shape_is_fitted_to_the_declaration():
+    async def boom(args):
+        raise ValueError(args[0])
+
+    def error_result(message):  # two fields when declared, then a third it was not meant to
+        return ("1", message) if message == "a message" else ("1", message, "x")[: len(message)]
+
+    cmd = Command("BOOM", boom, error_result=error_result, error_fields=2)
+    with InProcessClient(Backend(cmd)) as c:
+        assert c.call("BOOM", "b") == ["1", "NULL"]
+        assert c.call("BOOM", "bad") == ["1", "bad"]
+    assert "BOOM 1: BOOM's error_result gives 1 field" in c.stderr_text, c.stderr_text
