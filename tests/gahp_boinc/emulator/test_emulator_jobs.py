@@ -139,18 +139,21 @@ def test_pause_keeps_jobs_unsent_and_abort_before_run(server: EmulatorServer,
 
 
 def test_in_progress_is_observable(make_server) -> None:
-    srv = make_server(job_delay=0.6, volunteers=1)
+    # The volunteer is held until UNSENT was seen, and a job runs for 3 s: each state lasts
+    # long enough to be seen on a loaded machine (a 0.05 s poll may be late by a second).
+    srv = make_server(job_delay=3.0, volunteers=1)
+    srv.pause_volunteer()
     b = Boinc(srv)
     b.run_batch("s", "uppercase", [("slow", "", [b"x"])])
-    seen = set()
-    deadline = time.monotonic() + 10
-    while time.monotonic() < deadline:
-        st = b.statuses("s")["slow"]
-        seen.add(st)
-        if st == "DONE":
-            break
+    seen = [b.statuses("s")["slow"]]
+    srv.resume_volunteer()
+    deadline = time.monotonic() + 60
+    while seen[-1] != "DONE" and time.monotonic() < deadline:
         time.sleep(0.05)
-    assert seen == {"UNSENT", "IN_PROGRESS", "DONE"}
+        st = b.statuses("s")["slow"]
+        if st != seen[-1]:
+            seen.append(st)
+    assert seen == ["UNSENT", "IN_PROGRESS", "DONE"]
     b.close()
 
 
