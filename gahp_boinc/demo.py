@@ -255,8 +255,14 @@ def _fetch_done(gahp: _GahpSession, names: list[str], states: dict[str, str], ou
 
 def _show_failed_job(gahp: _GahpSession, extra: str, out_dir: Path) -> None:
     """How the job of the batch that fails on purpose ends; retire that batch."""
+    # it was submitted after the main batch, and may still be running when that one is done
+    deadline = time.monotonic() + 60
     res = gahp.call("BOINC_QUERY_BATCHES", "0", "1", extra)
-    print(f"a job of an application that fails on purpose ends as: {res[4]}")
+    while len(res) > 4 and res[4] not in ("DONE", "ERROR") and time.monotonic() < deadline:
+        time.sleep(0.2)
+        res = gahp.call("BOINC_QUERY_BATCHES", "0", "1", extra)
+    state = res[4] if len(res) > 4 else f"unknown ({res[0]})"
+    print(f"a job of an application that fails on purpose ends as: {state}")
     res = gahp.call("BOINC_FETCH_OUTPUT", f"{extra}#1.0", str(out_dir), "fail.stderr", "ALL", "0")
     print(f"  and fetching its output answers: {res[0]}")
     gahp.call("BOINC_RETIRE_BATCH", extra)
