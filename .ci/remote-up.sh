@@ -84,13 +84,13 @@ as() { # user command...: run as that user, in their home, with a clean login-le
 }
 answers() {
     [ -x "$REL/bin/condor_q" ] && id "$SUBMITTER" >/dev/null 2>&1 || return 1
-    timeout 20 as "$SUBMITTER" condor_q -totals >/dev/null 2>&1
+    as "$SUBMITTER" timeout 20 condor_q -totals >/dev/null 2>&1
 }
 ssh_ok() { # the submitter reaches the cluster account with its key, nothing on stdout
     [ -f "$DIR/env" ] || return 1
     local port out
     port="$(sed -n 's/^GAHP_REMOTE_PORT=//p' "$DIR/env")"
-    out="$(timeout 30 as "$SUBMITTER" ssh -p "$port" -o BatchMode=yes "$RUSER@127.0.0.1" \
+    out="$(as "$SUBMITTER" timeout 30 ssh -p "$port" -o BatchMode=yes "$RUSER@127.0.0.1" \
         /bin/bash -l -c "'bosco/glite/bin/blahpd install-remote --help >/dev/null && echo ok'" \
         2>/dev/null)" || return 1
     [ "$out" = ok ]
@@ -130,7 +130,7 @@ if [ ! -x "$REL/sbin/remote_gahp" ]; then
     rmdir "$DIR/unpack"
 fi
 missing=()
-read -ra deps < <(grep -v '^#' "$REL/RUNTIME-DEBIAN-PACKAGES.txt" | tr '\n' ' ')
+mapfile -t deps < <(grep -v '^#' "$REL/RUNTIME-DEBIAN-PACKAGES.txt" | tr -s ' \t' '\n' | grep .)
 for p in "${deps[@]}" openssh-server openssh-client rsync curl; do
     dpkg-query -W -f '${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
 done
