@@ -431,12 +431,10 @@ class StatusRegistry:
         found = self._replay()
         if found is None:
             return
-        keep = found[0]
-        for native_id, e in self._entries.items():
-            other = keep.get(native_id)
-            if other is None or other.seen <= e.seen:
-                keep[native_id] = e
-        keep = {i: e for i, e in keep.items() if not old(e)}
+        # Every change of this process is in the journal already (appended under the lock),
+        # as are those of the others: the journal, not this process's memory, is rewritten, so
+        # a job another process forgot meanwhile does not come back.
+        keep = {i: e for i, e in found[0].items() if not old(e)}
         tmp = self.journal.with_name(f".{self.journal.name}.{socket.gethostname()}.{os.getpid()}")
         try:
             with open(tmp, "w") as fh:
