@@ -23,12 +23,14 @@ BOINC project's ``query_batch2`` (one per project, naming every batch with jobs 
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import json
 import logging
 import os
 import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -313,17 +315,40 @@ class StatusRegistry:
         return info
 
     # ------------------------------------------------------------------ the journal
-    def _load(self) -> None:
-        if self.journal is None:
+    @contextlib.contextmanager
+    def _journal_lock(self) -> Iterator[None]:
+        """Hold the journal's lock file (``<journal>.lock``) exclusively: the journal may be
+        shared by blahpd processes on several login nodes of one home.  ``flock``, which
+        Linux's NFS client carries out as a POSIX lock on the server; without a lock file
+        (cannot be made) the journal is written unlocked, as before."""
+        assert self.journal is not None
+        lock = self.journal.with_name(self.journal.name + ".lock")
+        try:
+            private_dir(self.journal.parent)
+            fd = open_private(lock, os.O_RDWR | os.O_CREAT)
+        except OSError as exc:
+            log.warning("cannot open the status journal's lock %s: %s", lock, exc)
+            yield
             return
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            yield
+        finally:
+            os.close(fd)  # releases the lock
+
+    def _replay(self) -> tuple[dict[str, _Entry], int] | None:
+        """The journal's jobs (the last line of each, drops applied) and its line count;
+        None when it cannot be read.  Lines cut short by a crash are skipped."""
+        assert self.journal is not None
         try:
             with os.fdopen(open_private(self.journal), encoding="utf-8", errors="replace") as fh:
                 text = fh.read()
         except FileNotFoundError:
-            return
+            return {}, 0
         except OSError as exc:
             log.warning("cannot read the status journal %s: %s", self.journal, exc)
-            return
+            return None
+        entries: dict[str, _Entry] = {}
         lines = 0
         for line in text.splitlines():
             lines += 1
@@ -331,15 +356,25 @@ class StatusRegistry:
                 record = json.loads(line)
                 native_id = str(record["id"])
                 if record.get("drop"):
-                    self._entries.pop(native_id, None)
+                    entries.pop(native_id, None)
                     continue
                 info = info_from_json(record["info"]) if record.get("info") else None
                 seen = float(record.get("seen", 0.0))
             except (ValueError, KeyError, TypeError):
-                continue  # a line cut short by a crash
-            self._entries[native_id] = _Entry(info, seen, saved=seen)
-        self._journal_lines = lines
-        self._compact()
+                continue
+            entries[native_id] = _Entry(info, seen, saved=seen)
+        return entries, lines
+
+    def _load(self) -> None:
+        if self.journal is None:
+            return
+        with self._journal_lock():
+            found = self._replay()
+            if found is None:
+                return
+            self._entries.update(found[0])
+            self._journal_lines = found[1]
+            self._compact_locked()
 
     def _append(self, changes: Sequence[tuple[str, _Entry]]) -> None:
         if self.journal is None:
@@ -369,32 +404,41 @@ class StatusRegistry:
     def _write(self, lines: Sequence[str]) -> None:
         """Append ``lines`` to the journal; compact it when it has grown large."""
         assert self.journal is not None
-        try:
-            private_dir(self.journal.parent)
-            fd = open_private(self.journal, os.O_WRONLY | os.O_CREAT | os.O_APPEND)
-            with os.fdopen(fd, "a") as fh:
-                fh.write("".join(lines))
-        except OSError as exc:
-            log.warning("cannot write the status journal %s: %s", self.journal, exc)
-            return
-        self._journal_lines += len(lines)
-        if self._journal_lines > 2 * len(self._entries) + 1000:
-            self._compact()
+        with self._journal_lock():
+            try:
+                private_dir(self.journal.parent)
+                fd = open_private(self.journal, os.O_WRONLY | os.O_CREAT | os.O_APPEND)
+                with os.fdopen(fd, "a") as fh:
+                    fh.write("".join(lines))
+            except OSError as exc:
+                log.warning("cannot write the status journal %s: %s", self.journal, exc)
+                return
+            self._journal_lines += len(lines)
+            if self._journal_lines > 2 * len(self._entries) + 1000:
+                self._compact_locked()
 
-    def _compact(self) -> None:
+    def _compact_locked(self) -> None:
         """Forget jobs finished ``keep_finished`` ago; rewrite the journal with one line per
-        tracked job."""
+        job (the journal lock held).  The journal is read again first: other processes
+        sharing it have written their jobs there, which are kept."""
         now = self.clock()
-        for native_id in [
-            i
-            for i, e in self._entries.items()
-            if e.info is not None and e.info.finished and now - e.seen > self.keep_finished
-        ]:
+
+        def old(e: _Entry) -> bool:
+            return e.info is not None and e.info.finished and now - e.seen > self.keep_finished
+
+        for native_id in [i for i, e in self._entries.items() if old(e)]:
             del self._entries[native_id]
         if self.journal is None:
             return
+        found = self._replay()
+        if found is None:
+            return
+        # Every change of this process is in the journal already (appended under the lock),
+        # as are those of the others: the journal, not this process's memory, is rewritten, so
+        # a job another process forgot meanwhile does not come back.
+        keep = {i: e for i, e in found[0].items() if not old(e)}
         lines = []
-        for native_id, e in self._entries.items():
+        for native_id, e in keep.items():
             record = {
                 "id": native_id,
                 "info": info_to_json(e.info) if e.info else None,
@@ -402,12 +446,12 @@ class StatusRegistry:
             }
             lines.append(json.dumps(record, separators=(",", ":")) + "\n")
         try:
-            private_dir(self.journal.parent)
+            # a new file of a random name, renamed over the journal (write_private)
             write_private(self.journal, "".join(lines).encode(), durable=False)
         except OSError as exc:
             log.warning("cannot rewrite the status journal %s: %s", self.journal, exc)
             return
-        self._journal_lines = len(self._entries)
+        self._journal_lines = len(keep)
 
 
 class DriverRegistry:
