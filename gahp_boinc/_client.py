@@ -375,11 +375,21 @@ class BoincClient:
         await self.rpc.set_expire_time(self._p(project), batch_name, expire_time)
 
     async def get_output(
-        self, job_name: str, file_num: int, dest: str | Path, *, project: Project | None = None
+        self,
+        job_name: str,
+        file_num: int,
+        dest: str | Path,
+        *,
+        result_id: int = 0,
+        project: Project | None = None,
     ) -> int:
-        """get_output.php: output ``file_num`` of a job into ``dest`` (written in one
-        rename, never half); the byte count."""
-        return await self.rpc.download_output(self._p(project), job_name, file_num, Path(dest))
+        """get_output2.php (the authenticator in the login cookie, not in the URL): output
+        ``file_num`` of a job's canonical instance into ``dest`` (written in one rename,
+        never half); the byte count. ``result_id``: that instance's id when known
+        (query_completed_job's ``canonical_resultid``), else it is asked."""
+        return await self.rpc.download_output(
+            self._p(project), job_name, file_num, Path(dest), result_id
+        )
 
     async def get_instance_output(
         self,
@@ -809,10 +819,18 @@ class SyncBoincClient:
         return self.run(self.client.set_expire_time(batch_name, expire_time, project=project))
 
     def get_output(
-        self, job_name: str, file_num: int, dest: str | Path, *, project: Project | None = None
+        self,
+        job_name: str,
+        file_num: int,
+        dest: str | Path,
+        *,
+        result_id: int = 0,
+        project: Project | None = None,
     ) -> int:
         """Blocking :meth:`BoincClient.get_output`."""
-        return self.run(self.client.get_output(job_name, file_num, dest, project=project))
+        return self.run(
+            self.client.get_output(job_name, file_num, dest, result_id=result_id, project=project)
+        )
 
     def get_instance_output(
         self,

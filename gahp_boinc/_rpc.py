@@ -814,20 +814,31 @@ class BoincRpc:
         parse_reply(body, "set_expire_time")
 
     async def download_output(
-        self, project: Project, job_name: str, file_num: int, dest: Path
+        self, project: Project, job_name: str, file_num: int, dest: Path, result_id: int = 0
     ) -> int:
         """Download output ``file_num`` of a job's canonical instance into ``dest``.
 
+        The file comes from get_output2.php (``cmd=file``) with the authenticator in the
+        ``auth`` cookie, as a logged-in user: get_output.php's ``workunit_file`` would put
+        it in the URL, and so in the project's access log. ``result_id`` is the canonical
+        instance's id (query_completed_job's ``canonical_resultid``); asked when 0.
         Written to a temporary name beside ``dest`` and renamed, so an error body or an
         interrupted transfer never replaces a file. Returns the byte count.
         """
-        url = (
-            f"{project.url}get_output.php?cmd=workunit_file&auth_str="
-            f"{quote(project.authenticator, safe='')}&wu_name={quote(job_name, safe='')}"
-            f"&file_num={file_num}"
+        if result_id <= 0:
+            done = await self.query_completed_job(project, job_name)
+            result_id = done.canonical_resultid
+            if result_id <= 0:
+                raise rpc_error(
+                    f"get_output failed for {job_name} file {file_num}: "
+                    f"no canonical result for wu {job_name}",
+                    f"no canonical result for wu {job_name}",
+                )
+        url = f"{project.url}get_output2.php?cmd=file&result_id={result_id}&file_num={file_num}"
+        shown = f"{project.url}get_output2.php (job {job_name}, file {file_num})"
+        return await self._download(
+            url, shown, f"{job_name} file {file_num}", dest, auth_cookie(project)
         )
-        shown = f"{project.url}get_output.php (job {job_name}, file {file_num})"
-        return await self._download(url, shown, f"{job_name} file {file_num}", dest)
 
     async def download_instance_output(
         self, project: Project, instance_name: str, file_num: int, dest: Path
@@ -855,8 +866,10 @@ class BoincRpc:
         shown = f"{project.url}get_output.php (outputs of batch {batch_id})"
         return await self._download(url, shown, f"batch {batch_id}", dest)
 
-    async def _download(self, url: str, shown: str, what: str, dest: Path) -> int:
-        """GET a get_output.php download into ``dest`` (through a temporary name)."""
+    async def _download(
+        self, url: str, shown: str, what: str, dest: Path, cookie: str | None = None
+    ) -> int:
+        """GET a get_output*.php download into ``dest`` (through a temporary name)."""
         self.calls["get_output"] = self.calls.get("get_output", 0) + 1
         tmp = part_path(dest)
         plain = self._plain_for(url)
@@ -864,11 +877,11 @@ class BoincRpc:
         opened: contextlib.AbstractAsyncContextManager[Reply | Streamed]
         try:
             if plain is not None:
-                opened = plain.stream("GET", url)
+                opened = plain.stream("GET", url, cookie)
             else:
                 from gahp_boinc._httpx_transport import stream
 
-                opened = stream(self.client, url, self._timeout)
+                opened = stream(self.client, url, self._timeout, cookie)
             async with self._slots.hold(url), opened as resp:
                 if resp.status_code != 200:
                     raise RpcError(
@@ -881,6 +894,8 @@ class BoincRpc:
                     text = text.strip()
                     if text.startswith("ERROR:"):
                         text = text[6:].strip()
+                    elif "<html" in text.lower():
+                        text = "the project answered with a web page, not the file"
                     raise rpc_error(f"get_output failed for {what}: {text}", text)
                 size = 0
                 fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
@@ -902,6 +917,15 @@ class BoincRpc:
             if not placed:
                 with contextlib.suppress(FileNotFoundError):
                     os.unlink(tmp)
+
+
+def auth_cookie(project: Project) -> str:
+    """The ``Cookie`` header value that logs the account in (BOINC's ``auth`` cookie): the
+    way to authenticate get_output2.php and get_output3.php without a secret in the URL."""
+    auth = project.authenticator
+    if not auth or any(not 0x21 <= ord(c) <= 0x7E or c in ';,"\\' for c in auth):
+        raise RpcError("the authenticator holds characters a cookie cannot carry")
+    return f"auth={auth}"
 
 
 def part_path(dest: Path) -> str:

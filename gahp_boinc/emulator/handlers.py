@@ -671,12 +671,17 @@ class ProjectPages:
             return responses.download_error(f"no such file: {phys}")
         return responses.download(path.read_bytes(), phys)
 
-    def get_output2(self, q: dict[str, str]) -> Reply:
-        """get_output2.php: cmd=workunit (wu_id) or cmd=file (result_id, file_num); raw auth.
+    def get_output2(self, q: dict[str, str], cookie_auth: str | None = None) -> Reply:
+        """get_output2.php: cmd=workunit (wu_id) or cmd=file (result_id, file_num).
 
-        Unlike BOINC 8.3, which serves these files whatever ``auth`` says, the emulator
-        checks that ``auth`` is the owner's authenticator.
+        The account is the logged-in one (the ``auth`` cookie naming a user), else the one
+        whose authenticator is the ``auth`` argument. Unlike BOINC 8.3, which serves
+        ``cmd=workunit`` whatever ``auth`` says, the emulator checks the owner.
         """
+        if cookie_auth and self.store.one(
+            "SELECT id FROM user WHERE authenticator=?", cookie_auth
+        ) is not None:
+            q = {**q, "auth": cookie_auth}
         cmd = q.get("cmd", "")
         try:
             if cmd == "workunit":
@@ -703,6 +708,9 @@ class ProjectPages:
                     return responses.plain(f"no result {result_id}")
                 wu = self.store.one("SELECT * FROM workunit WHERE id=?", res["workunit_id"])
                 self._check_auth2(wu, q)
+                if wu is not None and wu["name"] in self.tamper.output_bytes:
+                    data = self.tamper.output_bytes[wu["name"]]
+                    return responses.download(data, f"{res['name']}__out")
                 outs = self._outputs(res)
                 if not 0 <= file_num < len(outs):
                     return responses.broken_download(f"{res['name']}__", 4096)

@@ -194,7 +194,7 @@ class RecordingProxy:
                     f"{target.scheme}://{target.netloc}{self.path}", data=body,
                     method=self.command,
                     headers={k: v for k, v in self.headers.items()
-                             if k.lower() in ("content-type", "user-agent")},
+                             if k.lower() in ("content-type", "user-agent", "cookie")},
                 )
                 try:
                     with urllib.request.urlopen(req, timeout=60) as resp:
