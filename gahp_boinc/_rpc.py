@@ -129,6 +129,8 @@ class CompletedJob:
     stderr: str
     error_mask: int = 0
     canonical_resultid: int = 0
+    error_resultid: int = 0
+    """The failed instance reported instead, when the job has no canonical instance."""
 
 
 @attrs.frozen
@@ -176,6 +178,9 @@ class BatchInfo:
     completion_time: float = 0.0
     credit_canonical: float = 0.0
     total_cpu_time: float | None = None
+    est_completion_time: float = 0.0
+    """The server's estimate of when the batch will be done (0: none)."""
+    credit_estimate: float = 0.0
 
     @property
     def state_name(self) -> str:
@@ -205,6 +210,8 @@ class BatchInfo:
             completion_time=num("completion_time"),
             credit_canonical=num("credit_canonical"),
             total_cpu_time=num("total_cpu_time", float, None),
+            est_completion_time=num("est_completion_time"),
+            credit_estimate=num("credit_estimate"),
         )
 
 
@@ -709,6 +716,7 @@ class BoincRpc:
             stderr=clean_stderr(cj.get("stderr_out")),
             error_mask=_int(cj.get("error_mask", 0), "error_mask"),
             canonical_resultid=_int(cj.get("canonical_resultid", 0), "canonical_resultid"),
+            error_resultid=_int(cj.get("error_resultid", 0), "error_resultid"),
         )
 
     async def abort_jobs(self, project: Project, job_names: Sequence[str]) -> None:

@@ -410,9 +410,12 @@ class ProjectPages:
         if res is None:
             return responses.completed_job(wu["error_mask"], 0, 0, 0, 0, "")
         canonical = 0 if wu["name"] in self.tamper.no_canonical else wu["canonical_resultid"]
+        # no canonical instance: the failed one is named <error_resultid> (a server that
+        # does not crash there, BOINC before PHP 8)
+        failed = res["id"] if not wu["canonical_resultid"] else 0
         return responses.completed_job(
             wu["error_mask"], canonical, res["exit_status"], res["elapsed_time"],
-            res["cpu_time"], res["stderr_out"])
+            res["cpu_time"], res["stderr_out"], error_resultid=failed)
 
     def abort_jobs(self, r: ET.Element) -> Reply:
         """One job after the other, as the real page: the jobs before an unknown one stay
