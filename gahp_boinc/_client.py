@@ -381,15 +381,47 @@ class BoincClient:
         dest: str | Path,
         *,
         result_id: int = 0,
+        gunzip: bool = False,
         project: Project | None = None,
     ) -> int:
         """get_output2.php (the authenticator in the login cookie, not in the URL): output
         ``file_num`` of a job's canonical instance into ``dest`` (written in one rename,
         never half); the byte count. ``result_id``: that instance's id when known
-        (query_completed_job's ``canonical_resultid``), else it is asked."""
+        (query_completed_job's ``canonical_resultid``), else it is asked. An output that a
+        batch-collect app moved to ``results/<batch>/`` comes from get_output3.php.
+        ``gunzip``: a gzipped output (``gzip_when_done``) is decompressed."""
         return await self.rpc.download_output(
-            self._p(project), job_name, file_num, Path(dest), result_id
+            self._p(project), job_name, file_num, Path(dest), result_id, gunzip
         )
+
+    async def get_collected_output(
+        self,
+        result_id: int,
+        index: int,
+        dest: str | Path,
+        *,
+        gunzip: bool = False,
+        project: Project | None = None,
+    ) -> int:
+        """get_output3.php's ``get_file``: output ``index`` of instance ``result_id`` of a
+        batch-collect app; the byte count."""
+        return await self.rpc.download_collected_output(
+            self._p(project), result_id, index, Path(dest), gunzip
+        )
+
+    async def get_batch_archive(
+        self, batch_id: int, dest: str | Path, *, fmt: str = "zip", project: Project | None = None
+    ) -> int:
+        """get_output3.php's ``get_batch_zip``/``get_batch_tar`` (``fmt``): every collected
+        output of a batch-collect app's batch, streamed to ``dest``; the byte count."""
+        return await self.rpc.download_batch_archive(self._p(project), batch_id, Path(dest), fmt)
+
+    async def get_job_outputs(
+        self, job_id: int, dest: str | Path, *, project: Project | None = None
+    ) -> int:
+        """get_output2.php's ``workunit``: the outputs of a job's canonical instance (the
+        file when it has one, else a zip under logical names) into ``dest``."""
+        return await self.rpc.download_job_outputs(self._p(project), job_id, Path(dest))
 
     async def get_instance_output(
         self,
@@ -825,12 +857,41 @@ class SyncBoincClient:
         dest: str | Path,
         *,
         result_id: int = 0,
+        gunzip: bool = False,
         project: Project | None = None,
     ) -> int:
         """Blocking :meth:`BoincClient.get_output`."""
         return self.run(
-            self.client.get_output(job_name, file_num, dest, result_id=result_id, project=project)
+            self.client.get_output(
+                job_name, file_num, dest, result_id=result_id, gunzip=gunzip, project=project
+            )
         )
+
+    def get_collected_output(
+        self,
+        result_id: int,
+        index: int,
+        dest: str | Path,
+        *,
+        gunzip: bool = False,
+        project: Project | None = None,
+    ) -> int:
+        """Blocking :meth:`BoincClient.get_collected_output`."""
+        return self.run(
+            self.client.get_collected_output(result_id, index, dest, gunzip=gunzip, project=project)
+        )
+
+    def get_batch_archive(
+        self, batch_id: int, dest: str | Path, *, fmt: str = "zip", project: Project | None = None
+    ) -> int:
+        """Blocking :meth:`BoincClient.get_batch_archive`."""
+        return self.run(self.client.get_batch_archive(batch_id, dest, fmt=fmt, project=project))
+
+    def get_job_outputs(
+        self, job_id: int, dest: str | Path, *, project: Project | None = None
+    ) -> int:
+        """Blocking :meth:`BoincClient.get_job_outputs`."""
+        return self.run(self.client.get_job_outputs(job_id, dest, project=project))
 
     def get_instance_output(
         self,

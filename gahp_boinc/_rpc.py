@@ -822,7 +822,13 @@ class BoincRpc:
         parse_reply(body, "set_expire_time")
 
     async def download_output(
-        self, project: Project, job_name: str, file_num: int, dest: Path, result_id: int = 0
+        self,
+        project: Project,
+        job_name: str,
+        file_num: int,
+        dest: Path,
+        result_id: int = 0,
+        gunzip: bool = False,
     ) -> int:
         """Download output ``file_num`` of a job's canonical instance into ``dest``.
 
@@ -830,6 +836,8 @@ class BoincRpc:
         ``auth`` cookie, as a logged-in user: get_output.php's ``workunit_file`` would put
         it in the URL, and so in the project's access log. ``result_id`` is the canonical
         instance's id (query_completed_job's ``canonical_resultid``); asked when 0.
+        An output a batch-collect app's assimilator moved is fetched from get_output3.php
+        instead. ``gunzip``: a gzipped output (``gzip_when_done``) is decompressed.
         Written to a temporary name beside ``dest`` and renamed, so an error body or an
         interrupted transfer never replaces a file. Returns the byte count.
         """
@@ -844,9 +852,110 @@ class BoincRpc:
                 )
         url = f"{project.url}get_output2.php?cmd=file&result_id={result_id}&file_num={file_num}"
         shown = f"{project.url}get_output2.php (job {job_name}, file {file_num})"
-        return await self._download(
-            url, shown, f"{job_name} file {file_num}", dest, auth_cookie(project)
+        what = f"{job_name} file {file_num}"
+        size, announced = await self._fetch(url, shown, what, dest, auth_cookie(project))
+        if size or "__" not in announced:
+            if gunzip and _is_gzip(dest):
+                size = gunzip_in_place(dest, what)
+            return size
+        # get_output2.php answers an empty file for one that is not in the upload
+        # directory: ask get_output.php (signed), which says so; a batch-collect app's
+        # assimilator has moved it to results/<batch>/, served by get_output3.php.
+        instance = announced.rsplit("__", 1)[0]
+        try:
+            return await self.download_instance_output(project, instance, file_num, dest)
+        except RpcError as exc:
+            if "no such file" not in str(exc):
+                raise
+        return await self.download_collected_output(
+            project, result_id, file_num, dest, gunzip, job_name=job_name
         )
+
+    async def download_collected_output(
+        self,
+        project: Project,
+        result_id: int,
+        index: int,
+        dest: Path,
+        gunzip: bool = False,
+        *,
+        job_name: str = "",
+    ) -> int:
+        """Output ``index`` of instance ``result_id`` of a batch-collect app (moved to
+        ``results/<batch>/``) from get_output3.php (``get_file``, login cookie) into
+        ``dest``; ``gunzip``: a gzipped output (``gzip_when_done``) is decompressed.
+
+        get_output3.php answers an empty file for one it does not have, so an empty
+        download is an error here (:class:`NoOutput`). It refuses a job name holding
+        characters other than letters, digits, ``_-.`` and space (HTCondor's hold ``#``):
+        given ``job_name``, the file is then taken from the batch's tar."""
+        url = (
+            f"{project.url}get_output3.php?action=get_file&result_id={result_id}"
+            f"&index={index}&download=1"
+        )
+        shown = f"{project.url}get_output3.php (instance {result_id}, file {index})"
+        what = f"instance {result_id} file {index}"
+        try:
+            size, announced = await self._fetch(url, shown, what, dest, auth_cookie(project))
+        except RpcError as exc:
+            if not job_name or "web page" not in str(exc) or _COLLECTABLE.fullmatch(job_name):
+                raise
+            size, announced = await self._collected_from_batch(project, job_name, index, dest)
+        if size == 0:
+            dest.unlink(missing_ok=True)
+            raise NoOutput(
+                f"get_output failed for {what}: the project has no such file (neither in "
+                "its upload directory nor among its batch-collect results)"
+            )
+        if gunzip and announced.endswith(".gz"):
+            size = gunzip_in_place(dest, what)
+        return size
+
+    async def _collected_from_batch(
+        self, project: Project, job_name: str, index: int, dest: Path
+    ) -> tuple[int, str]:
+        """Output ``index`` of a batch-collect job from its batch's tar (get_output3.php's
+        ``get_batch_tar``): the batch found with query_batches and query_batch2, the
+        logical name with get_templates."""
+        batches = {str(b.get("name") or "").strip(): b for b in await self.query_batches(project)}
+        names = [n for n in batches if n]
+        _, jobs = await self.query_batch2(project, names, "0") if names else ("", [])
+        found = [n for n, js in zip(names, jobs, strict=False) if any(j == job_name for j, _ in js)]
+        if not found:
+            raise NoOutput(f"get_output failed for {job_name}: no batch of the job was found")
+        batch_id = _int(batches[found[0]].get("id") or 0, "batch id")
+        outputs = (await self.get_templates(project, job_name=job_name)).output_names
+        if not 0 <= index < len(outputs):
+            raise NoOutput(f"get_output failed for {job_name}: no output {index}")
+        member = f"{job_name}__file_{outputs[index]}"
+        tmp = Path(part_path(dest))
+        try:
+            await self.download_batch_archive(project, batch_id, tmp, "tar")
+            size, announced = _untar_member(tmp, (member, member + ".gz"), dest)
+        finally:
+            tmp.unlink(missing_ok=True)
+        return size, announced
+
+    async def download_batch_archive(
+        self, project: Project, batch_id: int, dest: Path, fmt: str = "zip"
+    ) -> int:
+        """Every collected output of a batch-collect app's batch, as one zip or tar
+        (get_output3.php's ``get_batch_zip``/``get_batch_tar``, login cookie), into
+        ``dest``; the byte count."""
+        if fmt not in ("zip", "tar"):
+            raise ValueError(f"archive format {fmt!r}: zip or tar")
+        url = f"{project.url}get_output3.php?action=get_batch_{fmt}&batch_id={batch_id}"
+        shown = f"{project.url}get_output3.php (batch {batch_id}, {fmt})"
+        return await self._download(
+            url, shown, f"batch {batch_id} {fmt}", dest, auth_cookie(project)
+        )
+
+    async def download_job_outputs(self, project: Project, job_id: int, dest: Path) -> int:
+        """get_output2.php's ``workunit``: the canonical instance's outputs (the file when
+        there is one, else a zip of them under their logical names) into ``dest``."""
+        url = f"{project.url}get_output2.php?cmd=workunit&wu_id={job_id}"
+        shown = f"{project.url}get_output2.php (job {job_id})"
+        return await self._download(url, shown, f"job {job_id}", dest, auth_cookie(project))
 
     async def download_instance_output(
         self, project: Project, instance_name: str, file_num: int, dest: Path
@@ -878,6 +987,13 @@ class BoincRpc:
         self, url: str, shown: str, what: str, dest: Path, cookie: str | None = None
     ) -> int:
         """GET a get_output*.php download into ``dest`` (through a temporary name)."""
+        return (await self._fetch(url, shown, what, dest, cookie))[0]
+
+    async def _fetch(
+        self, url: str, shown: str, what: str, dest: Path, cookie: str | None = None
+    ) -> tuple[int, str]:
+        """:meth:`_download`, also giving the file name the server announced (its
+        ``Content-Disposition``; '' when none)."""
         self.calls["get_output"] = self.calls.get("get_output", 0) + 1
         tmp = part_path(dest)
         plain = self._plain_for(url)
@@ -914,9 +1030,10 @@ class BoincRpc:
                 expected = resp.headers.get("content-length")
                 if expected is not None and expected.isdigit() and int(expected) != size:
                     raise RpcError(f"get_output: {what} truncated ({size} of {expected} bytes)")
+                announced = _disposition_name(resp.headers.get("content-disposition", ""))
             os.replace(tmp, dest)
             placed = True
-            return size
+            return size, announced
         except HttpTimeout:
             raise RpcError(f"get_output: no reply from {shown} in time") from None
         except HttpTransportError as exc:
@@ -925,6 +1042,84 @@ class BoincRpc:
             if not placed:
                 with contextlib.suppress(FileNotFoundError):
                     os.unlink(tmp)
+
+
+_COLLECTABLE = re.compile(r"[\w\-. ]{1,255}")
+"""Job names get_output3.php's get_file accepts (its is_valid_filename)."""
+
+
+def _untar_member(archive: Path, members: tuple[str, ...], dest: Path) -> tuple[int, str]:
+    """Copy the first of ``members`` (a regular file) found in the tar ``archive`` to
+    ``dest`` (through a temporary name); its size and name. :class:`NoOutput` when none."""
+    import tarfile
+
+    try:
+        with tarfile.open(archive, "r:") as tar:
+            for info in tar:
+                if info.name in members:
+                    if not info.isfile():
+                        break
+                    src = tar.extractfile(info)
+                    if src is None:
+                        break
+                    tmp = part_path(dest)
+                    try:
+                        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+                        with os.fdopen(fd, "wb") as out:
+                            while chunk := src.read(READ_SIZE):
+                                out.write(chunk)
+                        os.replace(tmp, dest)
+                    finally:
+                        with contextlib.suppress(FileNotFoundError):
+                            os.unlink(tmp)
+                    return info.size, info.name
+    except (tarfile.TarError, EOFError) as exc:
+        raise RpcError(f"the batch archive is not a valid tar: {exc}") from None
+    raise NoOutput(f"the batch archive holds no file {members[0]}")
+
+
+_DISPOSITION = re.compile(r'filename="?([^";]*)"?')
+
+
+def _disposition_name(header: str) -> str:
+    """The file name of a ``Content-Disposition: attachment; filename=...`` header."""
+    m = _DISPOSITION.search(header)
+    return os.path.basename(m.group(1).strip()) if m else ""
+
+
+GUNZIP_RATIO = 100
+"""A gzipped output may inflate to this many times its size (at least 16 MiB)."""
+
+
+def _is_gzip(path: Path) -> bool:
+    with open(path, "rb") as fh:
+        return fh.read(2) == b"\x1f\x8b"
+
+
+def gunzip_in_place(path: Path, what: str) -> int:
+    """Decompress the gzip file ``path`` into itself (through a temporary name), bounded
+    against a gzip bomb; the decompressed byte count."""
+    import gzip
+    import zlib
+
+    limit = max(16 << 20, GUNZIP_RATIO * path.stat().st_size)
+    tmp = part_path(path)
+    total = 0
+    try:
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+        with os.fdopen(fd, "wb") as out, gzip.open(path, "rb") as src:
+            while chunk := src.read(READ_SIZE):
+                total += len(chunk)
+                if total > limit:
+                    raise RpcError(f"gzipped output {what} inflates beyond {limit} bytes")
+                out.write(chunk)
+        os.replace(tmp, path)
+    except (OSError, EOFError, zlib.error) as exc:
+        raise RpcError(f"gzipped output {what} cannot be decompressed: {exc}") from None
+    finally:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+    return total
 
 
 def auth_cookie(project: Project) -> str:

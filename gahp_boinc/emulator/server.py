@@ -162,6 +162,8 @@ class _Handler(BaseHTTPRequestHandler):
                 reply = project.get_output(query)
             elif endpoint == "get_output2.php":
                 reply = project.get_output2(query, cookie_auth(self.headers.get("Cookie", "")))
+            elif endpoint == "get_output3.php":
+                reply = project.get_output3(query, cookie_auth(self.headers.get("Cookie", "")))
             elif endpoint == "server_status.php":
                 reply = project.server_status(query) or self._not_found()
             else:
