@@ -40,6 +40,7 @@ from gahp_boinc._rpc import (
     JobCounts,
     JobInput,
     JobInstance,
+    JobOptions,
     JobParams,
     Project,
     Templates,
@@ -91,12 +92,15 @@ class Job:
     name: str
     args: tuple[str, ...] = attrs.field(default=(), converter=_strings)
     inputs: tuple[Path, ...] = attrs.field(default=(), converter=_paths)
+    options: JobOptions = JobOptions()
+    """Priority, target host or user, per-job input and output templates."""
 
     def spec(self) -> BoincJob:
         return BoincJob(
             name=self.name,
             args=self.args,
             inputs=tuple((str(p), p.name) for p in self.inputs),
+            options=self.options,
         )
 
 

@@ -235,6 +235,50 @@ class JobCounts:
     wus_need_file_delete: int = 0
 
 
+def _template(root: str) -> Any:
+    def check(_inst: object, attr: attrs.Attribute[Any], value: str | None) -> None:
+        if value is None:
+            return
+        text = value.strip()
+        try:
+            el = ET.fromstring(text)
+        except ET.ParseError as exc:
+            raise ValueError(f"{attr.name}: not XML ({exc})") from None
+        if el.tag != root:
+            raise ValueError(f"{attr.name}: the root element must be <{root}>, not <{el.tag}>")
+
+    return check
+
+
+@attrs.frozen
+class JobOptions:
+    """Per-job options of submit_batch (None or 0: the server's default).
+
+    ``input_template`` (an ``<input_template>`` document) is the way to set a job's
+    ``min_quorum``, ``target_nresults``, ``max_error_results``, ``max_total_results``,
+    ``max_success_results``; ``output_template`` its outputs' limits and gzip. ``target_host``
+    / ``target_user``: the job is sent to that host / user (database ids) only."""
+
+    priority: int | None = None
+    target_host: int = 0
+    target_user: int = 0
+    input_template: str | None = attrs.field(default=None, validator=_template("input_template"))
+    output_template: str | None = attrs.field(default=None, validator=_template("output_template"))
+
+    def xml(self) -> str:
+        parts = []
+        if self.target_user:
+            parts.append(_el("target_user", int(self.target_user)))
+        if self.target_host:
+            parts.append(_el("target_host", int(self.target_host)))
+        if self.priority is not None:
+            parts.append(_el("priority", int(self.priority)))
+        for template in (self.input_template, self.output_template):
+            if template is not None:
+                parts.append(template.strip() + "\n")
+        return "".join(parts)
+
+
 @attrs.frozen
 class JobInput:
     """A BOINC job for submit_batch: name, command line, physical names of its inputs."""
@@ -242,6 +286,7 @@ class JobInput:
     name: str
     command_line: str
     inputs: tuple[str, ...]
+    options: JobOptions = JobOptions()
 
 
 @attrs.frozen
@@ -254,6 +299,10 @@ class JobParams:
     rsc_disk_bound: float | None = None
     delay_bound: float | None = None
     app_version_num: int | None = None
+    priority: int | None = None
+    """The batch's jobs' priority (higher first)."""
+    allocation_priority: bool = False
+    """A priority from the submitter's share of the project instead (BOINC computes it)."""
 
 
 def _el(tag: str, value: object) -> str:
@@ -610,8 +659,13 @@ class BoincRpc:
             _el("app_version_num", params.app_version_num or 0),
             f"<job_params>\n{job_params}</job_params>\n",
         ]
+        if params.allocation_priority:
+            parts.append("<allocation_priority>1</allocation_priority>\n")
+        elif params.priority is not None:
+            parts.append(_el("priority", int(params.priority)))
         for job in jobs:
             parts.append("<job>\n" + _el("name", job.name) + _el("command_line", job.command_line))
+            parts.append(job.options.xml())
             parts.extend(
                 f"<input_file>\n<mode>local_staged</mode>\n{_el('source', src)}</input_file>\n"
                 for src in job.inputs

@@ -300,6 +300,19 @@ class ProjectPages:
                 inputs.append(_text(f, "source"))
             jobs.append(NewJob(_text(job_el, "name") or f"job_{i}",
                                _text(job_el, "command_line"), tuple(inputs)))
+        alloc = b.find("allocation_priority")
+        # PHP: an empty element (<allocation_priority/>) is false, any other true
+        if alloc is not None and (alloc.text or len(alloc) or alloc.attrib):
+            # logical_end_time(): the FLOPs of every job, from the job, its own input
+            # template or the batch's job_params (the app's template is never reached)
+            batch_est = php_double(_text(b.find("job_params"), "rsc_fpops_est"))
+            for job_el in b.findall("job"):
+                t = job_el.find("input_template/workunit")
+                own = php_double(_text(job_el, "rsc_fpops_est")) or (
+                    php_double(_text(t, "rsc_fpops_est")) if t is not None else 0.0
+                )
+                if not own and not batch_est:
+                    raise RequestRefused("no rsc_fpops_est given")
         bid = php_int(_text(b, "batch_id"))
         if bid:
             batch = self.store.batch(bid)

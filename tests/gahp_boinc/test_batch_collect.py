@@ -100,3 +100,36 @@ def test_a_job_name_get_output3_refuses_is_taken_from_the_batch_tar(emu, tmp_pat
     with _run(emu, tmp_path, "collect", "bc4#x") as c:
         c.get_output("bc4#x_0", 0, tmp_path / "out")
         assert (tmp_path / "out").read_text() == "HELLO BC4#X\n"
+
+
+def test_submit_options_are_accepted_and_allocation_priority_needs_flops(emu, tmp_path):
+    """Per-job priority, targets and templates, batch priority; allocation priority is
+    refused, as by BOINC, when no FLOP estimate is given (the app's template is not read)."""
+    from gahp_boinc import JobOptions, JobParams, RpcError
+
+    (tmp_path / "in.txt").write_text("x\n")
+    template = (
+        "<input_template><file_info></file_info><workunit><file_ref><open_name>in</open_name>"
+        "</file_ref><min_quorum>1</min_quorum><target_nresults>1</target_nresults>"
+        "</workunit></input_template>"
+    )
+    opts = JobOptions(priority=3, target_host=1, input_template=template)
+    with SyncBoincClient(emu.url, emu.authenticator) as c:
+        job = Job("op_0", inputs=[tmp_path / "in.txt"], options=opts)
+        c.submit("op", "uppercase", [job], params=JobParams(priority=5))
+        assert c.wait(["op"], interval=0.1, timeout=30) == {"op_0": "DONE"}
+        with pytest.raises(RpcError, match="no rsc_fpops_est given"):
+            c.submit(
+                "op2",
+                "uppercase",
+                [Job("op2_0", inputs=[tmp_path / "in.txt"])],
+                params=JobParams(allocation_priority=True),
+            )
+        c.submit(
+            "op3",
+            "uppercase",
+            [Job("op3_0", inputs=[tmp_path / "in.txt"])],
+            params=JobParams(allocation_priority=True, rsc_fpops_est=1e10),
+        )
+    with pytest.raises(ValueError, match="root element"):
+        JobOptions(input_template="<output_template/>")
