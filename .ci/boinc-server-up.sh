@@ -55,8 +55,19 @@ clear_leftovers() {
         >/dev/null 2>&1 || log "WARNING: restarting the project's daemons failed"
 }
 
+extra_apps() {
+    # the batch-collect app `collect` and the gzipped-output app `gzworker` (idempotent)
+    PROJECTS_DIR="$(dirname "$PROJECT_DIR")" bash "$HERE/boinc-extra-apps.sh" "$PROJECT_DIR" \
+        || die "adding the extra apps failed"
+    grep -q GAHP_BOINC_COLLECT_APP "$ENV_FILE" 2>/dev/null || cat >>"$ENV_FILE" <<ENV
+export GAHP_BOINC_COLLECT_APP=collect
+export GAHP_BOINC_GZIP_APP=gzworker
+ENV
+}
+
 if [ -f "$ENV_FILE" ] && project_answers; then
     clear_leftovers
+    extra_apps
     log "project $PROJECT_URL answers; env in $ENV_FILE"
     cat "$ENV_FILE"
     exit 0
@@ -110,5 +121,6 @@ export GAHP_BOINC_BUNDLE=$BUNDLE
 ENV
 mv "$tmp" "$ENV_FILE"
 clear_leftovers
+extra_apps
 log "project $PROJECT_URL up; env in $ENV_FILE"
 cat "$ENV_FILE"

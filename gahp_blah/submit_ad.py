@@ -152,9 +152,27 @@ DRIVER_OPTIONS = {
 }
 """Submit-ad attributes passed to the job driver as options (documented per driver)."""
 
+DRIVER_INT_OPTIONS = {
+    "BoincPriority": "priority",
+    "BoincTargetHost": "target_host",
+    "BoincTargetUser": "target_user",
+}
+"""Integer submit-ad attributes passed to the job driver as options (their decimal text)."""
+
 
 def _driver_options(ad: _Ad) -> dict[str, str]:
-    return {key: v for attr, key in DRIVER_OPTIONS.items() if (v := ad.string(attr))}
+    out = {key: v for attr, key in DRIVER_OPTIONS.items() if (v := ad.string(attr))}
+    for attr, key in DRIVER_INT_OPTIONS.items():
+        value = ad._value(attr)
+        if value is None:
+            continue
+        if isinstance(value, bool) or not isinstance(value, int | str):
+            raise SubmitError(f"attribute {attr} must be an integer, not {value!r}")
+        text = str(value).strip()
+        if not text.lstrip("-").isdigit() or len(text) > 12:
+            raise SubmitError(f"attribute {attr} must be an integer, not {value!r}")
+        out[key] = text
+    return out
 
 
 def _file_list(text: str | None) -> tuple[str, ...]:

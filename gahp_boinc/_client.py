@@ -40,6 +40,7 @@ from gahp_boinc._rpc import (
     JobCounts,
     JobInput,
     JobInstance,
+    JobOptions,
     JobParams,
     Project,
     Templates,
@@ -91,12 +92,15 @@ class Job:
     name: str
     args: tuple[str, ...] = attrs.field(default=(), converter=_strings)
     inputs: tuple[Path, ...] = attrs.field(default=(), converter=_paths)
+    options: JobOptions = JobOptions()
+    """Priority, target host or user, per-job input and output templates."""
 
     def spec(self) -> BoincJob:
         return BoincJob(
             name=self.name,
             args=self.args,
             inputs=tuple((str(p), p.name) for p in self.inputs),
+            options=self.options,
         )
 
 
@@ -375,11 +379,53 @@ class BoincClient:
         await self.rpc.set_expire_time(self._p(project), batch_name, expire_time)
 
     async def get_output(
-        self, job_name: str, file_num: int, dest: str | Path, *, project: Project | None = None
+        self,
+        job_name: str,
+        file_num: int,
+        dest: str | Path,
+        *,
+        result_id: int = 0,
+        gunzip: bool = False,
+        project: Project | None = None,
     ) -> int:
-        """get_output.php: output ``file_num`` of a job into ``dest`` (written in one
-        rename, never half); the byte count."""
-        return await self.rpc.download_output(self._p(project), job_name, file_num, Path(dest))
+        """get_output2.php (the authenticator in the login cookie, not in the URL): output
+        ``file_num`` of a job's canonical instance into ``dest`` (written in one rename,
+        never half); the byte count. ``result_id``: that instance's id when known
+        (query_completed_job's ``canonical_resultid``), else it is asked. An output that a
+        batch-collect app moved to ``results/<batch>/`` comes from get_output3.php.
+        ``gunzip``: a gzipped output (``gzip_when_done``) is decompressed."""
+        return await self.rpc.download_output(
+            self._p(project), job_name, file_num, Path(dest), result_id, gunzip
+        )
+
+    async def get_collected_output(
+        self,
+        result_id: int,
+        index: int,
+        dest: str | Path,
+        *,
+        gunzip: bool = False,
+        project: Project | None = None,
+    ) -> int:
+        """get_output3.php's ``get_file``: output ``index`` of instance ``result_id`` of a
+        batch-collect app; the byte count."""
+        return await self.rpc.download_collected_output(
+            self._p(project), result_id, index, Path(dest), gunzip
+        )
+
+    async def get_batch_archive(
+        self, batch_id: int, dest: str | Path, *, fmt: str = "zip", project: Project | None = None
+    ) -> int:
+        """get_output3.php's ``get_batch_zip``/``get_batch_tar`` (``fmt``): every collected
+        output of a batch-collect app's batch, streamed to ``dest``; the byte count."""
+        return await self.rpc.download_batch_archive(self._p(project), batch_id, Path(dest), fmt)
+
+    async def get_job_outputs(
+        self, job_id: int, dest: str | Path, *, project: Project | None = None
+    ) -> int:
+        """get_output2.php's ``workunit``: the outputs of a job's canonical instance (the
+        file when it has one, else a zip under logical names) into ``dest``."""
+        return await self.rpc.download_job_outputs(self._p(project), job_id, Path(dest))
 
     async def get_instance_output(
         self,
@@ -809,10 +855,47 @@ class SyncBoincClient:
         return self.run(self.client.set_expire_time(batch_name, expire_time, project=project))
 
     def get_output(
-        self, job_name: str, file_num: int, dest: str | Path, *, project: Project | None = None
+        self,
+        job_name: str,
+        file_num: int,
+        dest: str | Path,
+        *,
+        result_id: int = 0,
+        gunzip: bool = False,
+        project: Project | None = None,
     ) -> int:
         """Blocking :meth:`BoincClient.get_output`."""
-        return self.run(self.client.get_output(job_name, file_num, dest, project=project))
+        return self.run(
+            self.client.get_output(
+                job_name, file_num, dest, result_id=result_id, gunzip=gunzip, project=project
+            )
+        )
+
+    def get_collected_output(
+        self,
+        result_id: int,
+        index: int,
+        dest: str | Path,
+        *,
+        gunzip: bool = False,
+        project: Project | None = None,
+    ) -> int:
+        """Blocking :meth:`BoincClient.get_collected_output`."""
+        return self.run(
+            self.client.get_collected_output(result_id, index, dest, gunzip=gunzip, project=project)
+        )
+
+    def get_batch_archive(
+        self, batch_id: int, dest: str | Path, *, fmt: str = "zip", project: Project | None = None
+    ) -> int:
+        """Blocking :meth:`BoincClient.get_batch_archive`."""
+        return self.run(self.client.get_batch_archive(batch_id, dest, fmt=fmt, project=project))
+
+    def get_job_outputs(
+        self, job_id: int, dest: str | Path, *, project: Project | None = None
+    ) -> int:
+        """Blocking :meth:`BoincClient.get_job_outputs`."""
+        return self.run(self.client.get_job_outputs(job_id, dest, project=project))
 
     def get_instance_output(
         self,

@@ -51,8 +51,9 @@ class BadAuthenticator(RpcError):
 
 
 class AccessDenied(RpcError):
-    """The account may not do this: ``no submit access`` (to the application), ``no file
-    access``, ``not owner of ...``."""
+    """The account may not do this: ``no submit access`` (to the application), ``no app
+    submit access`` (the same, as BOINC 1.4.x servers say it), ``no file access``, ``not
+    owner of ...``."""
 
 
 class NoSuchApp(RpcError):
@@ -99,7 +100,7 @@ class UnsafeOutput(OutputError):
 _BATCH = re.compile(r"^no batch(?: named)? (\S.*)$")
 _KINDS: tuple[tuple[re.Pattern[str], type[RpcError]], ...] = (
     (re.compile(r"^(bad authenticator|no authenticator|bad auth str)$"), BadAuthenticator),
-    (re.compile(r"^(no (submit|file) access|not owner\b.*)$"), AccessDenied),
+    (re.compile(r"^(no (app submit|submit|file) access|not owner\b.*)$"), AccessDenied),
     (re.compile(r"^app not found: "), NoSuchApp),
     (re.compile(r"^(no batch named .+|no such batch|no batch \d+)$"), NoSuchBatch),
     (re.compile(r"^(no job .+|job not found: .+|no such job|no workunit .+)$"), NoSuchJob),

@@ -322,7 +322,12 @@ class PlainHttp:
             conn.close()
 
     async def _send(
-        self, method: str, url: str, body: bytes | None, content_type: str | None
+        self,
+        method: str,
+        url: str,
+        body: bytes | None,
+        content_type: str | None,
+        cookie: str | None = None,
     ) -> Reply:
         deadline = asyncio.get_running_loop().time() + self.timeout
         key, host, target = self._target(url)
@@ -332,6 +337,8 @@ class PlainHttp:
         )
         if content_type is not None:
             head += f"Content-Type: {content_type}\r\n"
+        if cookie is not None:
+            head += f"Cookie: {cookie}\r\n"
         if body is not None:
             head += f"Content-Length: {len(body)}\r\n"
         data = (head + "\r\n").encode("latin-1") + (body or b"")
@@ -391,9 +398,12 @@ class PlainHttp:
         return reply
 
     @contextlib.asynccontextmanager
-    async def stream(self, method: str, url: str) -> AsyncIterator[Reply]:
-        """Send a request; the reply's body is read by the caller, inside the block."""
-        reply = await self._send(method, url, None, None)
+    async def stream(
+        self, method: str, url: str, cookie: str | None = None
+    ) -> AsyncIterator[Reply]:
+        """Send a request (with a ``Cookie`` header when given); the reply's body is read
+        by the caller, inside the block."""
+        reply = await self._send(method, url, None, None, cookie)
         try:
             yield reply
         finally:

@@ -127,9 +127,13 @@ async def send(
 
 
 @contextlib.asynccontextmanager
-async def stream(client: httpx.AsyncClient, url: str, timeout: float) -> AsyncIterator[Streamed]:
-    """A streamed GET through ``client``, its errors as :mod:`gahp_boinc._http`'s."""
-    got = await _open(client, "GET", url, timeout, {})
+async def stream(
+    client: httpx.AsyncClient, url: str, timeout: float, cookie: str | None = None
+) -> AsyncIterator[Streamed]:
+    """A streamed GET through ``client`` (with a ``Cookie`` header when given), its errors
+    as :mod:`gahp_boinc._http`'s."""
+    extra: dict[str, Any] = {"headers": {"Cookie": cookie}} if cookie else {}
+    got = await _open(client, "GET", url, timeout, extra)
     try:
         yield got
     finally:

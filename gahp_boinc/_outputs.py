@@ -137,13 +137,16 @@ async def fetch_output(
     if names is None:
         templates = await rpc.get_templates(req.project, job_name=req.job)
         names = [safe_logical_name(n) for n in templates.output_names]
-    await _fetch_files(rpc, req, iwd, names)
+    await _fetch_files(rpc, req, iwd, names, done.canonical_resultid)
     return done
 
 
-async def _fetch_files(rpc: BoincRpc, req: FetchRequest, iwd: Path, names: list[str]) -> None:
-    """Download the output files the request wants, of a job whose outputs are ``names``:
-    each by itself, or (when the only output is a zip archive) unpacked from that archive."""
+async def _fetch_files(
+    rpc: BoincRpc, req: FetchRequest, iwd: Path, names: list[str], result_id: int
+) -> None:
+    """Download the output files the request wants, of a job whose outputs are ``names``
+    (of its canonical instance ``result_id``): each by itself, or (when the only output is
+    a zip archive) unpacked from that archive."""
     specs = _without_stdio(req, set(names))
     if req.mode == "SOME" and not specs:
         return
@@ -152,7 +155,7 @@ async def _fetch_files(rpc: BoincRpc, req: FetchRequest, iwd: Path, names: list[
     if not zipped:
         _check_known(req.job, renames, names)
     elif names[0] not in renames:
-        await _fetch_zip(rpc, req, iwd, names[0], renames)
+        await _fetch_zip(rpc, req, iwd, names[0], renames, result_id)
         return
     for i, name in enumerate(names):
         if req.mode == "SOME" and name not in renames:
@@ -161,7 +164,7 @@ async def _fetch_files(rpc: BoincRpc, req: FetchRequest, iwd: Path, names: list[
         if _discard(dest):
             continue
         _require_directory(dest)
-        await rpc.download_output(req.project, req.job, i, dest)
+        await rpc.download_output(req.project, req.job, i, dest, result_id)
 
 
 def _check_known(job: str, renames: dict[str, Path], names: list[str]) -> None:
@@ -196,12 +199,17 @@ def _without_stdio(req: FetchRequest, names: set[str]) -> tuple[tuple[str, str],
 
 
 async def _fetch_zip(
-    rpc: BoincRpc, req: FetchRequest, iwd: Path, zip_name: str, renames: dict[str, Path]
+    rpc: BoincRpc,
+    req: FetchRequest,
+    iwd: Path,
+    zip_name: str,
+    renames: dict[str, Path],
+    result_id: int,
 ) -> None:
     """The only output is a zip archive: unpack it into ``iwd``, then apply the renames."""
     tmp = iwd / f".{zip_name}.download-{os.getpid()}-{random.getrandbits(32):08x}"
     try:
-        await rpc.download_output(req.project, req.job, 0, tmp)
+        await rpc.download_output(req.project, req.job, 0, tmp, result_id)
         what = f"output archive {zip_name} of {req.job}"
         _check_entry_count(tmp, what, req.limits)
         try:

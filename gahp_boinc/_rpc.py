@@ -129,6 +129,8 @@ class CompletedJob:
     stderr: str
     error_mask: int = 0
     canonical_resultid: int = 0
+    error_resultid: int = 0
+    """The failed instance reported instead, when the job has no canonical instance."""
 
 
 @attrs.frozen
@@ -176,6 +178,9 @@ class BatchInfo:
     completion_time: float = 0.0
     credit_canonical: float = 0.0
     total_cpu_time: float | None = None
+    est_completion_time: float = 0.0
+    """The server's estimate of when the batch will be done (0: none)."""
+    credit_estimate: float = 0.0
 
     @property
     def state_name(self) -> str:
@@ -205,6 +210,8 @@ class BatchInfo:
             completion_time=num("completion_time"),
             credit_canonical=num("credit_canonical"),
             total_cpu_time=num("total_cpu_time", float, None),
+            est_completion_time=num("est_completion_time"),
+            credit_estimate=num("credit_estimate"),
         )
 
 
@@ -228,6 +235,50 @@ class JobCounts:
     wus_need_file_delete: int = 0
 
 
+def _template(root: str) -> Any:
+    def check(_inst: object, attr: attrs.Attribute[Any], value: str | None) -> None:
+        if value is None:
+            return
+        text = value.strip()
+        try:
+            el = ET.fromstring(text)
+        except ET.ParseError as exc:
+            raise ValueError(f"{attr.name}: not XML ({exc})") from None
+        if el.tag != root:
+            raise ValueError(f"{attr.name}: the root element must be <{root}>, not <{el.tag}>")
+
+    return check
+
+
+@attrs.frozen
+class JobOptions:
+    """Per-job options of submit_batch (None or 0: the server's default).
+
+    ``input_template`` (an ``<input_template>`` document) is the way to set a job's
+    ``min_quorum``, ``target_nresults``, ``max_error_results``, ``max_total_results``,
+    ``max_success_results``; ``output_template`` its outputs' limits and gzip. ``target_host``
+    / ``target_user``: the job is sent to that host / user (database ids) only."""
+
+    priority: int | None = None
+    target_host: int = 0
+    target_user: int = 0
+    input_template: str | None = attrs.field(default=None, validator=_template("input_template"))
+    output_template: str | None = attrs.field(default=None, validator=_template("output_template"))
+
+    def xml(self) -> str:
+        parts = []
+        if self.target_user:
+            parts.append(_el("target_user", int(self.target_user)))
+        if self.target_host:
+            parts.append(_el("target_host", int(self.target_host)))
+        if self.priority is not None:
+            parts.append(_el("priority", int(self.priority)))
+        for template in (self.input_template, self.output_template):
+            if template is not None:
+                parts.append(template.strip() + "\n")
+        return "".join(parts)
+
+
 @attrs.frozen
 class JobInput:
     """A BOINC job for submit_batch: name, command line, physical names of its inputs."""
@@ -235,6 +286,7 @@ class JobInput:
     name: str
     command_line: str
     inputs: tuple[str, ...]
+    options: JobOptions = JobOptions()
 
 
 @attrs.frozen
@@ -247,6 +299,10 @@ class JobParams:
     rsc_disk_bound: float | None = None
     delay_bound: float | None = None
     app_version_num: int | None = None
+    priority: int | None = None
+    """The batch's jobs' priority (higher first)."""
+    allocation_priority: bool = False
+    """A priority from the submitter's share of the project instead (BOINC computes it)."""
 
 
 def _el(tag: str, value: object) -> str:
@@ -603,8 +659,13 @@ class BoincRpc:
             _el("app_version_num", params.app_version_num or 0),
             f"<job_params>\n{job_params}</job_params>\n",
         ]
+        if params.allocation_priority:
+            parts.append("<allocation_priority>1</allocation_priority>\n")
+        elif params.priority is not None:
+            parts.append(_el("priority", int(params.priority)))
         for job in jobs:
             parts.append("<job>\n" + _el("name", job.name) + _el("command_line", job.command_line))
+            parts.append(job.options.xml())
             parts.extend(
                 f"<input_file>\n<mode>local_staged</mode>\n{_el('source', src)}</input_file>\n"
                 for src in job.inputs
@@ -709,6 +770,7 @@ class BoincRpc:
             stderr=clean_stderr(cj.get("stderr_out")),
             error_mask=_int(cj.get("error_mask", 0), "error_mask"),
             canonical_resultid=_int(cj.get("canonical_resultid", 0), "canonical_resultid"),
+            error_resultid=_int(cj.get("error_resultid", 0), "error_resultid"),
         )
 
     async def abort_jobs(self, project: Project, job_names: Sequence[str]) -> None:
@@ -814,20 +876,140 @@ class BoincRpc:
         parse_reply(body, "set_expire_time")
 
     async def download_output(
-        self, project: Project, job_name: str, file_num: int, dest: Path
+        self,
+        project: Project,
+        job_name: str,
+        file_num: int,
+        dest: Path,
+        result_id: int = 0,
+        gunzip: bool = False,
     ) -> int:
         """Download output ``file_num`` of a job's canonical instance into ``dest``.
 
+        The file comes from get_output2.php (``cmd=file``) with the authenticator in the
+        ``auth`` cookie, as a logged-in user: get_output.php's ``workunit_file`` would put
+        it in the URL, and so in the project's access log. ``result_id`` is the canonical
+        instance's id (query_completed_job's ``canonical_resultid``); asked when 0.
+        An output a batch-collect app's assimilator moved is fetched from get_output3.php
+        instead. ``gunzip``: a gzipped output (``gzip_when_done``) is decompressed.
         Written to a temporary name beside ``dest`` and renamed, so an error body or an
         interrupted transfer never replaces a file. Returns the byte count.
         """
-        url = (
-            f"{project.url}get_output.php?cmd=workunit_file&auth_str="
-            f"{quote(project.authenticator, safe='')}&wu_name={quote(job_name, safe='')}"
-            f"&file_num={file_num}"
+        if result_id <= 0:
+            done = await self.query_completed_job(project, job_name)
+            result_id = done.canonical_resultid
+            if result_id <= 0:
+                raise rpc_error(
+                    f"get_output failed for {job_name} file {file_num}: "
+                    f"no canonical result for wu {job_name}",
+                    f"no canonical result for wu {job_name}",
+                )
+        url = f"{project.url}get_output2.php?cmd=file&result_id={result_id}&file_num={file_num}"
+        shown = f"{project.url}get_output2.php (job {job_name}, file {file_num})"
+        what = f"{job_name} file {file_num}"
+        size, announced = await self._fetch(url, shown, what, dest, auth_cookie(project))
+        if size or "__" not in announced:
+            if gunzip and _is_gzip(dest):
+                size = gunzip_in_place(dest, what)
+            return size
+        # get_output2.php answers an empty file for one that is not in the upload
+        # directory: ask get_output.php (signed), which says so; a batch-collect app's
+        # assimilator has moved it to results/<batch>/, served by get_output3.php.
+        instance = announced.rsplit("__", 1)[0]
+        try:
+            return await self.download_instance_output(project, instance, file_num, dest)
+        except RpcError as exc:
+            if "no such file" not in str(exc):
+                raise
+        return await self.download_collected_output(
+            project, result_id, file_num, dest, gunzip, job_name=job_name
         )
-        shown = f"{project.url}get_output.php (job {job_name}, file {file_num})"
-        return await self._download(url, shown, f"{job_name} file {file_num}", dest)
+
+    async def download_collected_output(
+        self,
+        project: Project,
+        result_id: int,
+        index: int,
+        dest: Path,
+        gunzip: bool = False,
+        *,
+        job_name: str = "",
+    ) -> int:
+        """Output ``index`` of instance ``result_id`` of a batch-collect app (moved to
+        ``results/<batch>/``) from get_output3.php (``get_file``, login cookie) into
+        ``dest``; ``gunzip``: a gzipped output (``gzip_when_done``) is decompressed.
+
+        get_output3.php answers an empty file for one it does not have, so an empty
+        download is an error here (:class:`NoOutput`). It refuses a job name holding
+        characters other than letters, digits, ``_-.`` and space (HTCondor's hold ``#``):
+        given ``job_name``, the file is then taken from the batch's tar."""
+        url = (
+            f"{project.url}get_output3.php?action=get_file&result_id={result_id}"
+            f"&index={index}&download=1"
+        )
+        shown = f"{project.url}get_output3.php (instance {result_id}, file {index})"
+        what = f"instance {result_id} file {index}"
+        try:
+            size, announced = await self._fetch(url, shown, what, dest, auth_cookie(project))
+        except RpcError as exc:
+            if not job_name or "web page" not in str(exc) or _COLLECTABLE.fullmatch(job_name):
+                raise
+            size, announced = await self._collected_from_batch(project, job_name, index, dest)
+        if size == 0:
+            dest.unlink(missing_ok=True)
+            raise NoOutput(
+                f"get_output failed for {what}: the project has no such file (neither in "
+                "its upload directory nor among its batch-collect results)"
+            )
+        if gunzip and announced.endswith(".gz"):
+            size = gunzip_in_place(dest, what)
+        return size
+
+    async def _collected_from_batch(
+        self, project: Project, job_name: str, index: int, dest: Path
+    ) -> tuple[int, str]:
+        """Output ``index`` of a batch-collect job from its batch's tar (get_output3.php's
+        ``get_batch_tar``): the batch found with query_batches and query_batch2, the
+        logical name with get_templates."""
+        batches = {str(b.get("name") or "").strip(): b for b in await self.query_batches(project)}
+        names = [n for n in batches if n]
+        _, jobs = await self.query_batch2(project, names, "0") if names else ("", [])
+        found = [n for n, js in zip(names, jobs, strict=False) if any(j == job_name for j, _ in js)]
+        if not found:
+            raise NoOutput(f"get_output failed for {job_name}: no batch of the job was found")
+        batch_id = _int(batches[found[0]].get("id") or 0, "batch id")
+        outputs = (await self.get_templates(project, job_name=job_name)).output_names
+        if not 0 <= index < len(outputs):
+            raise NoOutput(f"get_output failed for {job_name}: no output {index}")
+        member = f"{job_name}__file_{outputs[index]}"
+        tmp = Path(part_path(dest))
+        try:
+            await self.download_batch_archive(project, batch_id, tmp, "tar")
+            size, announced = _untar_member(tmp, (member, member + ".gz"), dest)
+        finally:
+            tmp.unlink(missing_ok=True)
+        return size, announced
+
+    async def download_batch_archive(
+        self, project: Project, batch_id: int, dest: Path, fmt: str = "zip"
+    ) -> int:
+        """Every collected output of a batch-collect app's batch, as one zip or tar
+        (get_output3.php's ``get_batch_zip``/``get_batch_tar``, login cookie), into
+        ``dest``; the byte count."""
+        if fmt not in ("zip", "tar"):
+            raise ValueError(f"archive format {fmt!r}: zip or tar")
+        url = f"{project.url}get_output3.php?action=get_batch_{fmt}&batch_id={batch_id}"
+        shown = f"{project.url}get_output3.php (batch {batch_id}, {fmt})"
+        return await self._download(
+            url, shown, f"batch {batch_id} {fmt}", dest, auth_cookie(project)
+        )
+
+    async def download_job_outputs(self, project: Project, job_id: int, dest: Path) -> int:
+        """get_output2.php's ``workunit``: the canonical instance's outputs (the file when
+        there is one, else a zip of them under their logical names) into ``dest``."""
+        url = f"{project.url}get_output2.php?cmd=workunit&wu_id={job_id}"
+        shown = f"{project.url}get_output2.php (job {job_id})"
+        return await self._download(url, shown, f"job {job_id}", dest, auth_cookie(project))
 
     async def download_instance_output(
         self, project: Project, instance_name: str, file_num: int, dest: Path
@@ -855,8 +1037,17 @@ class BoincRpc:
         shown = f"{project.url}get_output.php (outputs of batch {batch_id})"
         return await self._download(url, shown, f"batch {batch_id}", dest)
 
-    async def _download(self, url: str, shown: str, what: str, dest: Path) -> int:
-        """GET a get_output.php download into ``dest`` (through a temporary name)."""
+    async def _download(
+        self, url: str, shown: str, what: str, dest: Path, cookie: str | None = None
+    ) -> int:
+        """GET a get_output*.php download into ``dest`` (through a temporary name)."""
+        return (await self._fetch(url, shown, what, dest, cookie))[0]
+
+    async def _fetch(
+        self, url: str, shown: str, what: str, dest: Path, cookie: str | None = None
+    ) -> tuple[int, str]:
+        """:meth:`_download`, also giving the file name the server announced (its
+        ``Content-Disposition``; '' when none)."""
         self.calls["get_output"] = self.calls.get("get_output", 0) + 1
         tmp = part_path(dest)
         plain = self._plain_for(url)
@@ -864,11 +1055,11 @@ class BoincRpc:
         opened: contextlib.AbstractAsyncContextManager[Reply | Streamed]
         try:
             if plain is not None:
-                opened = plain.stream("GET", url)
+                opened = plain.stream("GET", url, cookie)
             else:
                 from gahp_boinc._httpx_transport import stream
 
-                opened = stream(self.client, url, self._timeout)
+                opened = stream(self.client, url, self._timeout, cookie)
             async with self._slots.hold(url), opened as resp:
                 if resp.status_code != 200:
                     raise RpcError(
@@ -881,6 +1072,8 @@ class BoincRpc:
                     text = text.strip()
                     if text.startswith("ERROR:"):
                         text = text[6:].strip()
+                    elif "<html" in text.lower():
+                        text = "the project answered with a web page, not the file"
                     raise rpc_error(f"get_output failed for {what}: {text}", text)
                 size = 0
                 fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
@@ -891,9 +1084,10 @@ class BoincRpc:
                 expected = resp.headers.get("content-length")
                 if expected is not None and expected.isdigit() and int(expected) != size:
                     raise RpcError(f"get_output: {what} truncated ({size} of {expected} bytes)")
+                announced = _disposition_name(resp.headers.get("content-disposition", ""))
             os.replace(tmp, dest)
             placed = True
-            return size
+            return size, announced
         except HttpTimeout:
             raise RpcError(f"get_output: no reply from {shown} in time") from None
         except HttpTransportError as exc:
@@ -902,6 +1096,93 @@ class BoincRpc:
             if not placed:
                 with contextlib.suppress(FileNotFoundError):
                     os.unlink(tmp)
+
+
+_COLLECTABLE = re.compile(r"[\w\-. ]{1,255}")
+"""Job names get_output3.php's get_file accepts (its is_valid_filename)."""
+
+
+def _untar_member(archive: Path, members: tuple[str, ...], dest: Path) -> tuple[int, str]:
+    """Copy the first of ``members`` (a regular file) found in the tar ``archive`` to
+    ``dest`` (through a temporary name); its size and name. :class:`NoOutput` when none."""
+    import tarfile
+
+    try:
+        with tarfile.open(archive, "r:") as tar:
+            for info in tar:
+                if info.name in members:
+                    if not info.isfile():
+                        break
+                    src = tar.extractfile(info)
+                    if src is None:
+                        break
+                    tmp = part_path(dest)
+                    try:
+                        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+                        with os.fdopen(fd, "wb") as out:
+                            while chunk := src.read(READ_SIZE):
+                                out.write(chunk)
+                        os.replace(tmp, dest)
+                    finally:
+                        with contextlib.suppress(FileNotFoundError):
+                            os.unlink(tmp)
+                    return info.size, info.name
+    except (tarfile.TarError, EOFError) as exc:
+        raise RpcError(f"the batch archive is not a valid tar: {exc}") from None
+    raise NoOutput(f"the batch archive holds no file {members[0]}")
+
+
+_DISPOSITION = re.compile(r'filename="?([^";]*)"?')
+
+
+def _disposition_name(header: str) -> str:
+    """The file name of a ``Content-Disposition: attachment; filename=...`` header."""
+    m = _DISPOSITION.search(header)
+    return os.path.basename(m.group(1).strip()) if m else ""
+
+
+GUNZIP_RATIO = 100
+"""A gzipped output may inflate to this many times its size (at least 16 MiB)."""
+
+
+def _is_gzip(path: Path) -> bool:
+    with open(path, "rb") as fh:
+        return fh.read(2) == b"\x1f\x8b"
+
+
+def gunzip_in_place(path: Path, what: str) -> int:
+    """Decompress the gzip file ``path`` into itself (through a temporary name), bounded
+    against a gzip bomb; the decompressed byte count."""
+    import gzip
+    import zlib
+
+    limit = max(16 << 20, GUNZIP_RATIO * path.stat().st_size)
+    tmp = part_path(path)
+    total = 0
+    try:
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+        with os.fdopen(fd, "wb") as out, gzip.open(path, "rb") as src:
+            while chunk := src.read(READ_SIZE):
+                total += len(chunk)
+                if total > limit:
+                    raise RpcError(f"gzipped output {what} inflates beyond {limit} bytes")
+                out.write(chunk)
+        os.replace(tmp, path)
+    except (OSError, EOFError, zlib.error) as exc:
+        raise RpcError(f"gzipped output {what} cannot be decompressed: {exc}") from None
+    finally:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+    return total
+
+
+def auth_cookie(project: Project) -> str:
+    """The ``Cookie`` header value that logs the account in (BOINC's ``auth`` cookie): the
+    way to authenticate get_output2.php and get_output3.php without a secret in the URL."""
+    auth = project.authenticator
+    if not auth or any(not 0x21 <= ord(c) <= 0x7E or c in ';,"\\' for c in auth):
+        raise RpcError("the authenticator holds characters a cookie cannot carry")
+    return f"auth={auth}"
 
 
 def part_path(dest: Path) -> str:

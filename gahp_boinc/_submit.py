@@ -18,7 +18,7 @@ from typing import Any
 import attrs
 
 from gahp_boinc._errors import RpcError, StagingError
-from gahp_boinc._rpc import BoincRpc, JobInput, JobParams, Project
+from gahp_boinc._rpc import BoincRpc, JobInput, JobOptions, JobParams, Project
 from gahp_boinc._staging import Md5Cache, check_input, command_line, physical_name
 
 log = logging.getLogger("gahp.boinc.submit")
@@ -35,6 +35,7 @@ class BoincJob:
     args: tuple[str, ...]
     inputs: tuple[tuple[str, str], ...]
     """(local source path, logical name) pairs."""
+    options: JobOptions = JobOptions()
 
 
 @attrs.frozen
@@ -126,7 +127,10 @@ async def submit(
     to_upload = await _stage(rpc, req, state, batch_id, linked, distinct)
     jobs = [
         JobInput(
-            name=job.name, command_line=cl, inputs=tuple(phys_of[src] for src, _ in job.inputs)
+            name=job.name,
+            command_line=cl,
+            inputs=tuple(phys_of[src] for src, _ in job.inputs),
+            options=job.options,
         )
         for job, cl in zip(req.jobs, command_lines, strict=True)
     ]
@@ -221,9 +225,7 @@ async def _stage(
     # second upload fails with HTTP 500): staging is serialised per project.
     async with state.staging_lock(project.url):
         absent = (
-            await _step("querying files", rpc.query_files(project, link_to, names))
-            if names
-            else []
+            await _step("querying files", rpc.query_files(project, link_to, names)) if names else []
         )
         state.unfinished[(project.url, req.batch)] = True
         to_upload = [(names[i], distinct[names[i]]) for i in sorted(set(absent))]

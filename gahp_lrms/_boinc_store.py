@@ -21,7 +21,7 @@ from typing import Any
 
 import attrs
 
-from gahp_boinc import BoincJob, JobParams
+from gahp_boinc import BoincJob, JobOptions, JobParams
 from gahp_core import private_dir, write_private
 from gahp_lrms.model import DriverError, JobInfo, JobStatus
 
@@ -58,6 +58,10 @@ def _pairs(value: Any) -> list[tuple[str, str]]:
     return [(str(src), str(name)) for src, name in value]
 
 
+def _opt_int(value: object) -> int | None:
+    return None if value is None else int(str(value))
+
+
 @attrs.define
 class JobRecord:
     """One BLAH job as a BOINC job: what is needed to submit it, fetch its outputs and
@@ -82,6 +86,10 @@ class JobRecord:
     """Out (a copy of the first output) and Err, relative to ``workdir`` unless absolute."""
     stderr: str | None = None
     transfer_output: list[str] = attrs.field(factory=list)
+    priority: int | None = None
+    """BoincPriority; ``target_host``, ``target_user``: BoincTargetHost, BoincTargetUser."""
+    target_host: int = 0
+    target_user: int = 0
     cancelled: bool = False
     final: JobInfo | None = None
 
@@ -97,7 +105,10 @@ class JobRecord:
     def boinc_job(self, with_args: bool = True) -> BoincJob:
         """The job as submitted (``with_args`` false: to check its inputs only)."""
         args = tuple(self.args) if with_args else ()
-        return BoincJob(name=self.job, args=args, inputs=tuple(self.inputs))
+        options = JobOptions(
+            priority=self.priority, target_host=self.target_host, target_user=self.target_user
+        )
+        return BoincJob(name=self.job, args=args, inputs=tuple(self.inputs), options=options)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -116,6 +127,19 @@ class JobRecord:
             "transfer_output": list(self.transfer_output),
             "cancelled": self.cancelled,
             "final": final_to_json(self.final) if self.final is not None else None,
+        } | self._options_json()
+
+    def _options_json(self) -> dict[str, Any]:
+        """The BOINC options (BoincPriority...) when any is set (records stay as they were
+        without)."""
+        if self.priority is None and not self.target_host and not self.target_user:
+            return {}
+        return {
+            "options": {
+                "priority": self.priority,
+                "target_host": self.target_host,
+                "target_user": self.target_user,
+            }
         }
 
     @classmethod
@@ -137,6 +161,9 @@ class JobRecord:
             stdout=data.get("stdout"),
             stderr=data.get("stderr"),
             transfer_output=[str(n) for n in data.get("transfer_output", ())],
+            priority=_opt_int((data.get("options") or {}).get("priority")),
+            target_host=int((data.get("options") or {}).get("target_host") or 0),
+            target_user=int((data.get("options") or {}).get("target_user") or 0),
             cancelled=bool(data.get("cancelled", False)),
             final=final_from_json(final) if final else None,
         )

@@ -304,6 +304,9 @@ class BoincDriver(RegistryHolder, Driver):
             stdout=spec.stdout,
             stderr=spec.stderr,
             transfer_output=list(spec.transfer_output),
+            priority=_int_option(spec, "priority"),
+            target_host=_int_option(spec, "target_host") or 0,
+            target_user=_int_option(spec, "target_user") or 0,
         )
         try:
             check_job(rec.boinc_job())
@@ -862,3 +865,17 @@ class BoincDriver(RegistryHolder, Driver):
             return
         project = self._project(None, None)
         self._call(self._rpc(self.client.ping(project=project)))
+
+
+def _int_option(spec: JobSpec, key: str) -> int | None:
+    """An integer option of the submit ad (BoincPriority, BoincTargetHost, BoincTargetUser)."""
+    text = spec.options.get(key)
+    if text is None:
+        return None
+    try:
+        value = int(text)
+    except ValueError:
+        raise DriverError(f"{key} must be an integer, not {text!r}") from None
+    if key != "priority" and value < 0:
+        raise DriverError(f"{key} must be a database id (0 or more), not {value}")
+    return value

@@ -30,6 +30,11 @@ class AppSpec:
     outputs: tuple[str, ...]
     description: str
     max_nbytes: int = 10_000_000
+    collect: bool = False
+    """Batch-collect: the canonical outputs move to ``results/<batch id>/`` (BOINC's
+    batch_collect_assimilator), served by get_output3.php only."""
+    gzip: bool = False
+    """The volunteer gzips the outputs before uploading them (``<gzip_when_done/>``)."""
 
     def input_template(self, quorum: int = 1) -> str:
         infos = "".join("    <file_info>\n    </file_info>\n" for _ in self.inputs)
@@ -55,7 +60,8 @@ class AppSpec:
             f"        <name><OUTFILE_{i}/></name>\n"
             "        <generated_locally/>\n"
             "        <upload_when_present/>\n"
-            f"        <max_nbytes>{self.max_nbytes}</max_nbytes>\n"
+            + ("        <gzip_when_done/>\n" if self.gzip else "")
+            + f"        <max_nbytes>{self.max_nbytes}</max_nbytes>\n"
             "        <url><UPLOAD_URL/></url>\n"
             "    </file_info>\n"
             for i in range(len(self.outputs))
@@ -83,6 +89,10 @@ APPS: dict[str, AppSpec] = {
                 "out1 = in1 + in2, out2 = in2 + in1"),
         AppSpec("zipper", ("in",), ("out.zip",),
                 "out.zip holds 'input.txt' (a copy) and 'upper.txt' (upper-cased)"),
+        AppSpec("collect", ("in",), ("out",), "the worker, with the batch-collect assimilator",
+                max_nbytes=1_000_000, collect=True),
+        AppSpec("gzworker", ("in",), ("out",), "the worker, its output gzipped by the volunteer",
+                max_nbytes=1_000_000, gzip=True),
     )
 }
 
@@ -139,6 +149,8 @@ def _zipper(d: Path, args: Sequence[str], log: TextIO) -> int:
 
 PROGRAMS: dict[str, Callable[[Path, Sequence[str], TextIO], int]] = {
     "worker": _worker,
+    "collect": _worker,
+    "gzworker": _worker,
     "uppercase": _uppercase,
     "fail": _fail,
     "concat": _concat,

@@ -91,3 +91,12 @@ def parse_form(content_type: str, body: bytes) -> Form:
 def parse_query(qs: str) -> dict[str, str]:
     """A query string as PHP's ``$_GET`` (last value wins)."""
     return {k: v[-1] for k, v in parse_qs(qs, keep_blank_values=True).items()}
+
+
+def cookie_auth(header: str) -> str | None:
+    """The ``auth`` cookie of a ``Cookie`` header (BOINC's login cookie), if any."""
+    for part in header.split(";"):
+        name, sep, value = part.strip().partition("=")
+        if sep and name == "auth":
+            return value
+    return None

@@ -14,6 +14,7 @@ import re
 import secrets
 import sqlite3
 import string
+import tarfile
 import xml.etree.ElementTree as ET
 import zipfile
 from collections.abc import Callable, Sequence
@@ -22,7 +23,7 @@ from xml.sax.saxutils import escape
 import attrs
 
 from . import responses
-from .apps import APPS
+from .apps import APPS, AppSpec
 from .forms import FilePart
 from .responses import PhpCrash, Reply, RequestRefused
 from .store import (
@@ -299,6 +300,19 @@ class ProjectPages:
                 inputs.append(_text(f, "source"))
             jobs.append(NewJob(_text(job_el, "name") or f"job_{i}",
                                _text(job_el, "command_line"), tuple(inputs)))
+        alloc = b.find("allocation_priority")
+        # PHP: an empty element (<allocation_priority/>) is false, any other true
+        if alloc is not None and (alloc.text or len(alloc) or alloc.attrib):
+            # logical_end_time(): the FLOPs of every job, from the job, its own input
+            # template or the batch's job_params (the app's template is never reached)
+            batch_est = php_double(_text(b.find("job_params"), "rsc_fpops_est"))
+            for job_el in b.findall("job"):
+                t = job_el.find("input_template/workunit")
+                own = php_double(_text(job_el, "rsc_fpops_est")) or (
+                    php_double(_text(t, "rsc_fpops_est")) if t is not None else 0.0
+                )
+                if not own and not batch_est:
+                    raise RequestRefused("no rsc_fpops_est given")
         bid = php_int(_text(b, "batch_id"))
         if bid:
             batch = self.store.batch(bid)
@@ -410,9 +424,12 @@ class ProjectPages:
         if res is None:
             return responses.completed_job(wu["error_mask"], 0, 0, 0, 0, "")
         canonical = 0 if wu["name"] in self.tamper.no_canonical else wu["canonical_resultid"]
+        # no canonical instance: the failed one is named <error_resultid> (a server that
+        # does not crash there, BOINC before PHP 8)
+        failed = res["id"] if not wu["canonical_resultid"] else 0
         return responses.completed_job(
             wu["error_mask"], canonical, res["exit_status"], res["elapsed_time"],
-            res["cpu_time"], res["stderr_out"])
+            res["cpu_time"], res["stderr_out"], error_resultid=failed)
 
     def abort_jobs(self, r: ET.Element) -> Reply:
         """One job after the other, as the real page: the jobs before an unknown one stay
@@ -671,12 +688,17 @@ class ProjectPages:
             return responses.download_error(f"no such file: {phys}")
         return responses.download(path.read_bytes(), phys)
 
-    def get_output2(self, q: dict[str, str]) -> Reply:
-        """get_output2.php: cmd=workunit (wu_id) or cmd=file (result_id, file_num); raw auth.
+    def get_output2(self, q: dict[str, str], cookie_auth: str | None = None) -> Reply:
+        """get_output2.php: cmd=workunit (wu_id) or cmd=file (result_id, file_num).
 
-        Unlike BOINC 8.3, which serves these files whatever ``auth`` says, the emulator
-        checks that ``auth`` is the owner's authenticator.
+        The account is the logged-in one (the ``auth`` cookie naming a user), else the one
+        whose authenticator is the ``auth`` argument. Unlike BOINC 8.3, which serves
+        ``cmd=workunit`` whatever ``auth`` says, the emulator checks the owner.
         """
+        if cookie_auth and self.store.one(
+            "SELECT id FROM user WHERE authenticator=?", cookie_auth
+        ) is not None:
+            q = {**q, "auth": cookie_auth}
         cmd = q.get("cmd", "")
         try:
             if cmd == "workunit":
@@ -703,6 +725,9 @@ class ProjectPages:
                     return responses.plain(f"no result {result_id}")
                 wu = self.store.one("SELECT * FROM workunit WHERE id=?", res["workunit_id"])
                 self._check_auth2(wu, q)
+                if wu is not None and wu["name"] in self.tamper.output_bytes:
+                    data = self.tamper.output_bytes[wu["name"]]
+                    return responses.download(data, f"{res['name']}__out")
                 outs = self._outputs(res)
                 if not 0 <= file_num < len(outs):
                     return responses.broken_download(f"{res['name']}__", 4096)
@@ -720,8 +745,72 @@ class ProjectPages:
         _phys, logical, rel = out
         path = self.store.upload_dir / rel
         if not path.is_file():
-            return responses.download_error(f"no such file: {_phys}")
+            # BOINC reads the size of a missing file as nothing: an empty download (a
+            # batch-collect app's outputs have moved to results/)
+            return responses.download(b"", f"{res['name']}__{logical}")
         return responses.download(path.read_bytes(), f"{res['name']}__{logical}")
+
+    # -- get_output3.php (batch-collect apps) ----------------------------------------------------
+
+    def get_output3(self, q: dict[str, str], cookie_auth: str | None = None) -> Reply:
+        """get_output3.php: ``get_file`` (result_id, index), ``get_batch_zip`` and
+        ``get_batch_tar`` (batch_id) of the files in ``results/<batch id>/``; the user is
+        the logged-in one (``auth`` cookie) only."""
+        user = (
+            self.store.one("SELECT * FROM user WHERE authenticator=?", cookie_auth)
+            if cookie_auth
+            else None
+        )
+        if user is None:
+            return responses.redirect("login_form.php")
+        action = q.get("action", "")
+        if action == "get_file":
+            result_id, index = php_get_int(q, "result_id"), php_get_int(q, "index")
+            if result_id is None or index is None:
+                return responses.redirect("missing_arg_result_id.html")
+            res = self.store.result(result_id)
+            if res is None:
+                return responses.error_page("no result")
+            wu = self.store.one("SELECT * FROM workunit WHERE id=?", res["workunit_id"])
+            batch = self.store.batch(wu["batch_id"]) if wu is not None else None
+            if wu is None or batch is None or batch["user_id"] != user["id"]:
+                return responses.error_page("not owner")
+            outs = self._outputs(res)
+            if not 0 <= index < len(outs):
+                return responses.error_page("bad index")
+            logical = outs[index][1]
+            if not re.fullmatch(r"[\w\-. ]{1,255}", wu["name"]):
+                return responses.error_page("bad WU name")
+            gz = ".gz" if self._app_of(wu).gzip else ""
+            folder = self.store.results_dir / str(wu["batch_id"])
+            path = folder / f"{wu['name']}__file_{logical}{gz}"
+            # a missing file: BOINC announces and sends nothing
+            data = path.read_bytes() if path.is_file() else b""
+            return responses.download(data, path.name)
+        if action in ("get_batch_zip", "get_batch_tar"):
+            batch_id = php_get_int(q, "batch_id")
+            batch = self.store.batch(batch_id) if batch_id is not None else None
+            if batch is None or batch["user_id"] != user["id"]:
+                return responses.error_page("not owner")
+            folder = self.store.results_dir / str(batch_id)
+            if not folder.is_dir():
+                return responses.error_page("no batch dir")
+            buf = io.BytesIO()
+            files = sorted(p for p in folder.iterdir() if p.is_file())
+            if action == "get_batch_zip":
+                with zipfile.ZipFile(buf, "w") as z:
+                    for f in files:
+                        z.write(f, f.name)
+                return responses.download(buf.getvalue(), f"batch_{batch_id}.zip")
+            with tarfile.open(fileobj=buf, mode="w") as t:
+                for f in files:
+                    t.add(f, f.name)
+            return responses.download(buf.getvalue(), f"batch_{batch_id}.tar")
+        return responses.plain("")
+
+    def _app_of(self, wu: sqlite3.Row) -> AppSpec:
+        app = self.store.one("SELECT name FROM app WHERE id=?", wu["app_id"])
+        return APPS.get(app["name"] if app else "", APPS["worker"])
 
     def _bundle(self, res: sqlite3.Row | None) -> Reply:
         outs = self._outputs(res)

@@ -267,9 +267,15 @@ def completed_job(
     elapsed: float,
     cpu: float,
     stderr_out: str,
+    error_resultid: int = 0,
 ) -> Reply:
+    which = (
+        f"   <error_resultid>{error_resultid}</error_resultid>\n"
+        if error_resultid
+        else f"   <canonical_resultid>{resultid}</canonical_resultid>\n"
+    )
     return xml(
-        completed_job_head(error_mask) + f"   <canonical_resultid>{resultid}</canonical_resultid>\n"
+        completed_job_head(error_mask) + which +
         f"   <exit_status>{exit_status}</exit_status>\n"
         f"   <elapsed_time>{db_float(elapsed)}</elapsed_time>\n"
         f"   <cpu_time>{db_float(cpu)}</cpu_time>\n"

@@ -25,7 +25,7 @@ from urllib.parse import urlsplit
 
 from . import responses
 from .faults import BEFORE, Fault, FaultInjector
-from .forms import Form, parse_form, parse_query
+from .forms import Form, cookie_auth, parse_form, parse_query
 from .handlers import ProjectConfig, ProjectPages
 from .responses import Reply
 from .store import Store
@@ -161,7 +161,9 @@ class _Handler(BaseHTTPRequestHandler):
             elif endpoint == "get_output.php":
                 reply = project.get_output(query)
             elif endpoint == "get_output2.php":
-                reply = project.get_output2(query)
+                reply = project.get_output2(query, cookie_auth(self.headers.get("Cookie", "")))
+            elif endpoint == "get_output3.php":
+                reply = project.get_output3(query, cookie_auth(self.headers.get("Cookie", "")))
             elif endpoint == "server_status.php":
                 reply = project.server_status(query) or self._not_found()
             else:

@@ -106,6 +106,7 @@ class Store:
         self.download_dir = self.dir / "download"
         self.upload_dir = self.dir / "upload"
         self.scratch_dir = self.dir / "scratch"
+        self.results_dir = self.dir / "results"  # the batch-collect assimilator's
         for d in (self.download_dir, self.upload_dir, self.scratch_dir):
             d.mkdir(parents=True, exist_ok=True)
         self.clock = clock

@@ -8,7 +8,8 @@ Empty (the default), it changes nothing. Tests set its fields on a running emula
   still produce the app's real outputs), e.g. an absolute path or ``../x``;
 - ``no_canonical``: job names whose query_completed_job says ``canonical_resultid`` 0
   although query_batch2 says DONE;
-- ``output_bytes``: job name -> the bytes get_output.php serves as any of its output files
+- ``output_bytes``: job name -> the bytes get_output.php and get_output2.php serve as any
+  of its output files
   (a zip bomb, an archive with hostile member names).
 """
 

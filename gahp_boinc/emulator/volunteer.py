@@ -9,8 +9,10 @@ outputs, the stderr in the BOINC client's format, exit status, elapsed and CPU t
 
 from __future__ import annotations
 
+import gzip
 import hashlib
 import io
+import json
 import os
 import secrets
 import shutil
@@ -173,14 +175,37 @@ class Volunteer:
                     data = src.read_bytes()
                     digest.update(hashlib.sha256(data).digest())
                     rel = f"{claim.result_id}_{i}"
+                    if spec.gzip:  # the client gzips before uploading
+                        src.write_bytes(gzip.compress(data, mtime=0))
                     shutil.move(src, self.store.upload_dir / rel)
                     outputs.append((f"{claim.result_name}_r{suffix}_{i}", open_name, rel))
             self.store.finish(
                 claim, code, round(elapsed, 6), round(cpu, 6), format_stderr(log, code),
                 outputs if code == 0 else [], digest.hexdigest(), ok=code == 0,
             )
+            if spec.collect:
+                self._collect(claim.result_id)
         finally:
             shutil.rmtree(scratch, ignore_errors=True)
+
+    def _collect(self, result_id: int) -> None:
+        """batch_collect_assimilator: once the job has a canonical instance, move its
+        outputs to ``results/<batch id>/<job>__file_<logical name>``."""
+        res = self.store.result(result_id)
+        if res is None:
+            return
+        wu = self.store.one("SELECT * FROM workunit WHERE id=?", res["workunit_id"])
+        if wu is None or not wu["canonical_resultid"]:
+            return
+        canonical = self.store.result(wu["canonical_resultid"])
+        if canonical is None:
+            return
+        outdir = self.store.results_dir / str(wu["batch_id"])
+        outdir.mkdir(parents=True, exist_ok=True)
+        for _phys, logical, rel in json.loads(canonical["output_files"]):
+            src = self.store.upload_dir / rel
+            if src.is_file():
+                os.replace(src, outdir / f"{wu['name']}__file_{logical}")
 
     def _execute(self, app: str, args: list[str], workdir: Path) -> tuple[int, str, float]:
         """Run the app; return (exit code, combined stdout/stderr, CPU seconds)."""

@@ -68,6 +68,8 @@ class RealBoinc:
     access_log: Path
     bundle: Path | None = None
     job_deadline: float = JOB_DEADLINE
+    collect_app: str = ""  # an app with BOINC's batch-collect assimilator
+    gzip_app: str = ""  # an app whose output the volunteer gzips
 
     def sql(self, query: str, timeout: float = 30.0) -> list[dict[str, str]]:
         """Rows of a query on the project's own database (mysql client, tab-separated;
@@ -141,6 +143,8 @@ def load_real_boinc() -> tuple[RealBoinc | None, str]:
         c_gahp=Path(s.get("GAHP_BOINC_C_GAHP", "")),
         access_log=Path(s.get("GAHP_BOINC_ACCESS_LOG", "/var/log/apache2/access.log")),
         bundle=Path(s["GAHP_BOINC_BUNDLE"]) if s.get("GAHP_BOINC_BUNDLE") else None,
+        collect_app=s.get("GAHP_BOINC_COLLECT_APP", ""),
+        gzip_app=s.get("GAHP_BOINC_GZIP_APP", ""),
     ), ""
 
 
@@ -194,7 +198,7 @@ class RecordingProxy:
                     f"{target.scheme}://{target.netloc}{self.path}", data=body,
                     method=self.command,
                     headers={k: v for k, v in self.headers.items()
-                             if k.lower() in ("content-type", "user-agent")},
+                             if k.lower() in ("content-type", "user-agent", "cookie")},
                 )
                 try:
                     with urllib.request.urlopen(req, timeout=60) as resp:

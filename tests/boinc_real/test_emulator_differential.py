@@ -228,6 +228,7 @@ def _single_job_batches(real: RealBoinc, done: bool) -> list[dict[str, str]]:
     # get_output.php?cmd=workunit_files on BOINC 8.3, a fault not reproduced: docs/emulator.md)
     # (a batch retired while its job still ran keeps completion_time 0 on the real server, a
     # history the mirror cannot replay: only batches that completed before any retire)
+    # (only the worker app's: the batch-collect app's outputs are no longer in upload/)
     cond = ("w.canonical_resultid>0 AND w.error_mask=0 AND w.name NOT LIKE '%.%'"
             " AND (b.state<>4 OR b.completion_time>0)") if done else (
         "w.canonical_resultid=0 AND w.error_mask=8 AND EXISTS (SELECT 1 FROM result r"
@@ -235,7 +236,8 @@ def _single_job_batches(real: RealBoinc, done: bool) -> list[dict[str, str]]:
     return real.sql(
         "SELECT b.id, b.name AS batch, w.name AS job, b.expire_time, b.state FROM batch b"
         " JOIN workunit w ON w.batch=b.id"
-        f" JOIN user u ON u.id=b.user_id WHERE u.authenticator='{real.auth}' AND {cond}"
+        f" JOIN user u ON u.id=b.user_id JOIN app a ON a.id=b.app_id"
+        f" WHERE u.authenticator='{real.auth}' AND a.name='{real.app}' AND {cond}"
         " AND b.name NOT LIKE '%\\_dup' AND (SELECT COUNT(*) FROM workunit x WHERE x.batch=b.id)=1"
         " AND (SELECT COUNT(*) FROM batch c WHERE c.name=b.name)=1"
         " ORDER BY b.id DESC LIMIT 5")

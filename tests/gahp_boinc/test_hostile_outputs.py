@@ -34,7 +34,9 @@ class _Rpc:
     async def get_templates(self, project: Project, job_name: str) -> Templates:
         return Templates(n_inputs=1, output_names=self.names)
 
-    async def download_output(self, project: Project, job: str, i: int, dest: Path) -> int:
+    async def download_output(
+        self, project: Project, job: str, i: int, dest: Path, result_id: int = 0
+    ) -> int:
         self.downloads.append(dest)
         data = self.archive or f"output {i}".encode()
         dest.write_bytes(data)

@@ -50,6 +50,8 @@ REAL_MESSAGES = [
     ("can't parse request message: this is not xml", RpcError),
     ("bad command", RpcError),
     ("project down for maintenance", RpcError),
+    # BOINC 1.4.x servers (still deployed) word the missing submit right this way
+    ("no app submit access", AccessDenied),
 ]
 
 
@@ -150,3 +152,23 @@ def test_check_job_refuses_what_submit_would(tmp_path):
     with pytest.raises(StagingError, match="cannot be passed"):
         check_job(Job("b", ["it's"], [src]))
     assert issubclass(StagingError, BoincError)
+
+
+def test_reply_fields_of_batches_and_failed_jobs_are_kept(tmp_path):
+    """est_completion_time and credit_estimate (query_batches, query_batch) and a failed
+    job's error_resultid (query_completed_job of a server that answers it) are typed."""
+    from gahp_boinc._rpc import BatchInfo
+
+    info = BatchInfo.from_reply(
+        {"id": "4", "name": "b", "est_completion_time": "1790000000.5", "credit_estimate": "12.5"}
+    )
+    assert (info.est_completion_time, info.credit_estimate) == (1790000000.5, 12.5)
+    (tmp_path / "in").write_text("x")
+    with (
+        EmulatorServer(job_delay=0.05, inline_apps=True, completed_job_mode="full") as srv,
+        SyncBoincClient(srv.url, srv.authenticator) as c,
+    ):
+        c.submit("ef", "fail", [Job("ef#0", inputs=[tmp_path / "in"])])
+        c.wait(["ef"], interval=0.1, timeout=30)
+        done = c.query_completed_job("ef#0")
+        assert done.canonical_resultid == 0 and done.error_resultid > 0, done

@@ -29,6 +29,66 @@ from gahp_core.testing import GahpClient
 # ---- the authenticator stays secret ------------------------------------------------------------
 
 
+@pytest.fixture
+def request_lines(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """Every request line (method, URL, version) the in-process emulator receives."""
+    from gahp_boinc.emulator import server
+
+    seen: list[str] = []
+    plain = server._Handler.log_request
+
+    def record(self: server._Handler, *args: object, **kwargs: object) -> None:
+        seen.append(self.requestline)
+        plain(self, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(server._Handler, "log_request", record)
+    return seen
+
+
+def test_no_request_url_carries_the_authenticator(
+    gahp: GahpClient,
+    emulator: EmulatorServer,
+    input_file: Path,
+    tmp_path: Path,
+    request_lines: list[str],
+) -> None:
+    """A job's whole life through boinc-gahp, then every download BoincClient offers: the
+    authenticator is in no URL (it would land in the project's access log)."""
+    from gahp_boinc import SyncBoincClient
+
+    auth = emulator.authenticator
+    select(gahp, emulator)
+    assert gahp.call("BOINC_SUBMIT", *submit_args("u", "uppercase", [("u#0", input_file)])) == [
+        "NULL"
+    ]
+    wait_done(gahp, "u", 1)
+    res = gahp.call("BOINC_FETCH_OUTPUT", "u#0", str(tmp_path), "e", "ALL", "0")
+    assert res[0] == "NULL", res
+    assert gahp.call("BOINC_SET_LEASE", "u", str(int(time.time()) + 3600)) == ["NULL"]
+    assert gahp.call("BOINC_RETIRE_BATCH", "u") == ["NULL"]
+    with SyncBoincClient(emulator.url, auth) as c:
+        c.submit("v", "uppercase", [c_job("v#0", input_file)])
+        c.wait(["v"], interval=0.1, timeout=30)
+        (tmp_path / "v").mkdir()
+        c.fetch_output("v#0", tmp_path / "v")
+        c.get_output("v#0", 0, tmp_path / "v0")
+        c.get_batch_outputs("v", tmp_path / "v.zip")
+        c.get_instance_output("v#0_0", 0, tmp_path / "v1")
+        c.abort_jobs(["v#0"])
+        c.retire("v")
+    downloads = [line for line in request_lines if "get_output" in line]
+    assert len(downloads) >= 5, request_lines
+    assert len(request_lines) >= 15, request_lines
+    leaked = [line for line in request_lines if auth in line]
+    assert not leaked, leaked
+
+
+def c_job(name: str, path: Path) -> object:
+    from gahp_boinc import Job
+
+    return Job(name, inputs=[path])
+
+
 def test_authenticator_never_in_debug_log_nor_error_results(
     gahp: GahpClient,
     emulator: EmulatorServer,
@@ -44,18 +104,20 @@ def test_authenticator_never_in_debug_log_nor_error_results(
     ]
     wait_done(gahp, "s", 1)
     results: list[list[str]] = []
-    # get_output failures of every kind; the download URL carries auth_str=<authenticator>
+    # output download failures of every kind (the authenticator travels in a cookie)
     for kind in ("http500", "reset", "truncated", "http503"):
-        emulator.inject_fault(kind, count=1, rpc="get_output")
+        emulator.inject_fault(kind, count=1, rpc="get_output2")
         results.append(gahp.call("BOINC_FETCH_OUTPUT", "s#0", str(tmp_path), "e", "ALL", "0"))
-    # a server that echoes the whole query string (auth_str included) in its error text
+    # a server that echoes the whole query string and the cookie in its error text
     monkeypatch.setattr(
         handlers.ProjectPages,
-        "get_output",
-        lambda self, q: responses.download_error(f"cannot serve {urlencode(q)}"),
+        "get_output2",
+        lambda self, q, cookie=None: responses.download_error(
+            f"cannot serve {urlencode(q)} for {cookie}"
+        ),
     )
     results.append(gahp.call("BOINC_FETCH_OUTPUT", "s#0", str(tmp_path), "e", "ALL", "0"))
-    assert "cannot serve" in results[-1][0] and "auth_str=***" in results[-1][0], results[-1]
+    assert "cannot serve" in results[-1][0], results[-1]
     # and an RPC error that echoes the request (with its <authenticator>)
     monkeypatch.setattr(
         handlers.ProjectPages,

@@ -42,7 +42,9 @@ def test_completed_job_mode_full_reports_failed_instance(make_server) -> None:
     r = b.call("query_completed_job", "<job_name>bad</job_name>\n")
     assert r.status_code == 200
     assert "<exit_status>3</exit_status>" in r.text
-    assert "<canonical_resultid>0</canonical_resultid>" in r.text
+    # as submit_rpc_handler.php: the failed instance instead of a canonical one
+    assert re.search(r"<error_resultid>[1-9]\d*</error_resultid>", r.text), r.text
+    assert "<canonical_resultid>" not in r.text
     assert "process exited with code 3" in r.text
     assert "fail: failing on purpose with exit code 3" in r.text
     b.close()

@@ -1,0 +1,159 @@
+"""The submit options of BoincClient on the REAL BOINC 8.3 server, read back from its
+database: batch priority, per-job priority, a per-job input template (quorum and
+replication fields), target host; and allocation priority (a priority BOINC computes)."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+from gahp_boinc import Job, JobOptions, JobParams, SyncBoincClient
+
+TEMPLATE = """<input_template>
+    <file_info>
+    </file_info>
+    <workunit>
+        <file_ref>
+            <open_name>in</open_name>
+        </file_ref>
+        <min_quorum>1</min_quorum>
+        <target_nresults>1</target_nresults>
+        <max_error_results>3</max_error_results>
+        <max_total_results>4</max_total_results>
+        <max_success_results>2</max_success_results>
+        <rsc_fpops_est>1e10</rsc_fpops_est>
+        <rsc_fpops_bound>1e12</rsc_fpops_bound>
+        <rsc_memory_bound>1e8</rsc_memory_bound>
+        <rsc_disk_bound>1e8</rsc_disk_bound>
+        <delay_bound>86400</delay_bound>
+    </workunit>
+</input_template>"""
+
+
+def test_priorities_templates_and_targets_reach_the_workunits(real_boinc, tmp_path: Path):
+    tag = f"opt{int(time.time() * 1000) % 10**9}"
+    (tmp_path / "in.txt").write_text(f"options {tag}\n")
+    host = real_boinc.sql("SELECT id FROM host ORDER BY id DESC LIMIT 1")
+    host_id = int(host[0]["id"]) if host else 0
+    inputs = [tmp_path / "in.txt"]
+    with SyncBoincClient(real_boinc.url, real_boinc.auth) as c:
+        c.submit(
+            f"{tag}_p",
+            real_boinc.app,
+            [
+                Job(f"{tag}_a", args=["--cpu_time", "1"], inputs=inputs),
+                Job(
+                    f"{tag}_b",
+                    args=["--cpu_time", "1"],
+                    inputs=inputs,
+                    options=JobOptions(priority=9, input_template=TEMPLATE),
+                ),
+                Job(
+                    f"{tag}_c",
+                    args=["--cpu_time", "1"],
+                    inputs=inputs,
+                    options=JobOptions(target_host=host_id),
+                ),
+            ],
+            params=JobParams(priority=5),
+        )
+        c.submit(
+            f"{tag}_q",
+            real_boinc.app,
+            [Job(f"{tag}_d", args=["--cpu_time", "1"], inputs=inputs)],
+            params=JobParams(allocation_priority=True, rsc_fpops_est=1e10),
+        )
+        rows = {
+            r["name"]: r
+            for r in real_boinc.sql(
+                "SELECT id, name, priority, min_quorum, target_nresults, max_error_results,"
+                f" max_total_results, max_success_results FROM workunit WHERE name LIKE '{tag}%'"
+            )
+        }
+        try:
+            assert rows[f"{tag}_a"]["priority"] == "5", rows
+            b = rows[f"{tag}_b"]
+            assert b["priority"] == "9", b
+            assert (
+                b["min_quorum"],
+                b["target_nresults"],
+                b["max_error_results"],
+                b["max_total_results"],
+                b["max_success_results"],
+            ) == ("1", "1", "3", "4", "2")
+            if host_id:
+                assigned = real_boinc.sql(
+                    "SELECT target_id, target_type FROM assignment"
+                    f" WHERE workunitid={rows[f'{tag}_c']['id']}"
+                )
+                assert assigned and assigned[0]["target_id"] == str(host_id), assigned
+            # allocation priority: minus the logical end time BOINC computed (not the default)
+            assert rows[f"{tag}_d"]["priority"] != "0", rows[f"{tag}_d"]
+        finally:
+            c.abort_batch(f"{tag}_p")
+            c.abort_batch(f"{tag}_q")
+            c.retire(f"{tag}_p")
+            c.retire(f"{tag}_q")
+
+
+def test_blahpd_submit_ad_priority_and_target_reach_the_workunit(real_boinc, tmp_path: Path):
+    """+BoincPriority, +BoincTargetHost (and +BoincTargetUser) of a BLAH submit ad."""
+    import sys
+
+    from test_blahpd_real import ad
+
+    from gahp_core.testing import GahpClient
+
+    host = real_boinc.sql("SELECT id FROM host ORDER BY id DESC LIMIT 1")
+    host_id = int(host[0]["id"]) if host else 0
+    auth = tmp_path / "authenticator"
+    auth.write_text(real_boinc.auth + "\n")
+    auth.chmod(0o600)
+    conf = tmp_path / "blah.toml"
+    conf.write_text(
+        f'state_dir = "{tmp_path / "state"}"\n'
+        f'[driver.boinc]\nproject_url = "{real_boinc.url}"\nauthenticator_file = "{auth}"\n'
+    )
+    (tmp_path / "in.txt").write_text("blah options\n")
+    blah = GahpClient([sys.executable, "-m", "gahp_blah", "--config", str(conf)])
+    try:
+        res = blah.call(
+            "BLAH_JOB_SUBMIT",
+            ad(
+                Cmd=f"{tmp_path}/{real_boinc.app}",
+                Iwd=str(tmp_path),
+                gridtype="boinc",
+                Arguments="--cpu_time 1",
+                In="in.txt",
+                BoincPriority=7,
+                BoincTargetHost=host_id,
+            ),
+            timeout=300,
+        )
+        assert res[0] == "0", res
+        bad = blah.call(
+            "BLAH_JOB_SUBMIT",
+            ad(
+                Cmd=f"{tmp_path}/{real_boinc.app}",
+                Iwd=str(tmp_path),
+                gridtype="boinc",
+                In="in.txt",
+                BoincPriority="high",
+            ),
+            timeout=60,
+        )
+        assert bad[0] != "0" and "BoincPriority" in bad[1], bad
+        job = res[2].rsplit("/", 1)[-1]
+        deadline = time.monotonic() + 60
+        while not (rows := real_boinc.sql(f"SELECT id, priority FROM workunit WHERE name='{job}'")):
+            assert time.monotonic() < deadline, "the job never reached the server"
+            time.sleep(1)
+        assert rows[0]["priority"] == "7", rows
+        if host_id:
+            assigned = real_boinc.sql(
+                f"SELECT target_id FROM assignment WHERE workunitid={rows[0]['id']}"
+            )
+            assert assigned and assigned[0]["target_id"] == str(host_id), assigned
+        assert blah.call("BLAH_JOB_CANCEL", res[2], timeout=120)[0] == "0"
+    finally:
+        blah.close()
