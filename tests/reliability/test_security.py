@@ -192,12 +192,13 @@ def _replace_output(srv: EmulatorServer, job: str, data: bytes) -> None:
 
 
 @pytest.mark.parametrize(
-    "entries,unsafe",
+    "entries,reason",
     [
-        ([("ok.txt", b"1", False), ("../evil", b"x", False)], True),
-        ([("ok.txt", b"1", False), ("/tmp/gahp-abs-evil", b"x", False)], True),
-        ([("sub/../../evil", b"x", False)], True),
-        ([("ok.txt", b"1", False), ("link", b"/etc/passwd", True)], False),
+        ([("ok.txt", b"1", False), ("../evil", b"x", False)], "unsafe output archive"),
+        ([("ok.txt", b"1", False), ("/tmp/gahp-abs-evil", b"x", False)], "unsafe output archive"),
+        ([("sub/../../evil", b"x", False)], "unsafe output archive"),
+        # a link member is refused whole: never made a link, nor a file naming its target
+        ([("ok.txt", b"1", False), ("link", b"/etc/passwd", True)], "is a symbolic link"),
     ],
 )
 def test_zip_output_entries_stay_inside(
@@ -206,7 +207,7 @@ def test_zip_output_entries_stay_inside(
     input_file: Path,
     tmp_path: Path,
     entries: list[tuple[str, bytes, bool]],
-    unsafe: bool,
+    reason: str,
 ) -> None:
     select(gahp, emulator)
     assert gahp.call("BOINC_SUBMIT", *submit_args("z", "zipper", [("z#0", input_file)])) == ["NULL"]
@@ -215,16 +216,8 @@ def test_zip_output_entries_stay_inside(
     out = tmp_path / "a" / "out"
     out.mkdir(parents=True)
     res = gahp.call("BOINC_FETCH_OUTPUT", "z#0", str(out), "e", "ALL", "0")
-    if unsafe:
-        assert len(res) == 1 and "unsafe path in output archive" in res[0], res
-        assert sorted(p.name for p in out.iterdir()) == ["e"]  # nothing unpacked, no temp
-    else:
-        assert res[0] == "NULL", res
-        link = out / "link"
-        assert link.is_file() and not link.is_symlink()  # the entry is data, never a link
-        assert link.read_bytes() == b"/etc/passwd"
-        assert oct(link.stat().st_mode & 0o777) == oct(0o644)
-        assert sorted(p.name for p in out.iterdir()) == ["e", "link", "ok.txt"]
+    assert len(res) == 1 and reason in res[0], res
+    assert sorted(p.name for p in out.iterdir()) == ["e"]  # nothing unpacked, no temp
     assert not (tmp_path / "a" / "evil").exists() and not Path("/tmp/gahp-abs-evil").exists()
 
 
