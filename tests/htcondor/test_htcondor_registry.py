@@ -132,6 +132,7 @@ def _mbatchd_pid() -> int | None:
     return None
 
 
+@pytest.mark.batch_outage
 @pytest.mark.parametrize("outage", ["slurm", "pbs+lsf"])
 def test_controller_outage_holds_no_job(need_htcondor, jobdirs, batch_env, outage) -> None:
     """Each system's server down while its jobs run (OpenPBS's and LSF's at once)."""
