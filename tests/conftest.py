@@ -88,8 +88,13 @@ def pbs_env() -> dict[str, str] | None:
         return None
     env = {**os.environ, **settings}
     try:
-        proc = subprocess.run([str(Path(bin_dir) / "qstat"), "-B"], env=env,
-                              capture_output=True, text=True, timeout=15)
+        proc = subprocess.run(
+            [str(Path(bin_dir) / "qstat"), "-B"],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=15,
+        )
     except (subprocess.TimeoutExpired, OSError):
         return None
     return env if proc.returncode == 0 else None
@@ -102,14 +107,16 @@ def lsf_env() -> dict[str, str] | None:
     the file `.ci/lsf-up.sh` writes ($GAHP_LSF_DIR/env, default /tmp/gahp-lsf/env), or None
     when it does not answer."""
     envdir = os.environ.get("LSF_ENVDIR") or env_file(
-        Path(os.environ.get("GAHP_LSF_DIR", "/tmp/gahp-lsf")) / "env").get("LSF_ENVDIR")
+        Path(os.environ.get("GAHP_LSF_DIR", "/tmp/gahp-lsf")) / "env"
+    ).get("LSF_ENVDIR")
     bin_dir = lsf_bin_dir(envdir) if envdir else None
     if not envdir or not bin_dir:
         return None
     env = {**os.environ, "LSF_ENVDIR": envdir}
     try:
-        proc = subprocess.run([str(Path(bin_dir) / "bqueues")], env=env,
-                              capture_output=True, text=True, timeout=15)
+        proc = subprocess.run(
+            [str(Path(bin_dir) / "bqueues")], env=env, capture_output=True, text=True, timeout=15
+        )
     except (subprocess.TimeoutExpired, OSError):
         return None
     return env if proc.returncode == 0 else None
@@ -154,15 +161,29 @@ def batch_env(slurm_env, sge_env, pbs_env, lsf_env):
 # outage tests (marked ``batch_outage``: they stop slurmctld, sge_qmaster, pbs_server, mbatchd)
 # hold it exclusive. The lock is per user and per machine, so concurrent runs of the suite by
 # one user (several checkouts) never see each other's outages either.
-BATCH_FIXTURES = frozenset({"slurm_env", "sge_env", "pbs_env", "lsf_env", "batch_env",
-                            "slurm_config", "sge_config", "openpbs_config", "lsf_config"})
+BATCH_FIXTURES = frozenset(
+    {
+        "slurm_env",
+        "sge_env",
+        "pbs_env",
+        "lsf_env",
+        "batch_env",
+        "slurm_config",
+        "sge_config",
+        "openpbs_config",
+        "lsf_config",
+    }
+)
 HTCONDOR_DIRS = ("tests/htcondor/", "tests/htcondor_ce/")
 
 
 def uses_batch_systems(module: str, fixtures: set[str]) -> bool:
     """Whether a test module talks to the live batch systems."""
-    return (module.startswith(HTCONDOR_DIRS) or module.endswith("_live.py")
-            or bool(fixtures & BATCH_FIXTURES))
+    return (
+        module.startswith(HTCONDOR_DIRS)
+        or module.endswith("_live.py")
+        or bool(fixtures & BATCH_FIXTURES)
+    )
 
 
 def service_group(module: str, fixtures: set[str]) -> str:
@@ -214,7 +235,8 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None):
     if mode is not None:
         BATCH_LOCK.hold(mode)
     yield
-    same_module = (nextitem is not None and nextitem.path == item.path
-                   and _lock_mode(nextitem) == mode)
+    same_module = (
+        nextitem is not None and nextitem.path == item.path and _lock_mode(nextitem) == mode
+    )
     if not same_module:
         BATCH_LOCK.release()

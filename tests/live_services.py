@@ -77,16 +77,22 @@ class BatchLock:
     across pytest-xdist's workers and across concurrent runs. One holder per process."""
 
     def __init__(self, path: str | None = None) -> None:
-        self.path = path or os.environ.get("GAHP_BATCH_LOCK") or os.path.join(
-            tempfile.gettempdir(), f"gahp-batch-systems-{os.getuid()}.lock")
+        self.path = (
+            path
+            or os.environ.get("GAHP_BATCH_LOCK")
+            or os.path.join(tempfile.gettempdir(), f"gahp-batch-systems-{os.getuid()}.lock")
+        )
         self._fd: int | None = None
         self._mode: int | None = None
 
     def _open(self) -> int:
         fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
         info = os.fstat(fd)
-        if (not stat.S_ISREG(info.st_mode) or info.st_uid != os.getuid()
-                or info.st_mode & (stat.S_IWGRP | stat.S_IWOTH)):
+        if (
+            not stat.S_ISREG(info.st_mode)
+            or info.st_uid != os.getuid()
+            or info.st_mode & (stat.S_IWGRP | stat.S_IWOTH)
+        ):
             os.close(fd)
             raise RuntimeError(f"{self.path}: not a regular file of ours, writable by us only")
         return fd

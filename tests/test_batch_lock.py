@@ -25,8 +25,13 @@ else:
 
 
 def _other_process_gets(path: Path, mode: str) -> bool:
-    out = subprocess.run([sys.executable, "-c", PROBE.format(mode=mode), str(path)],
-                         capture_output=True, text=True, timeout=60, check=True).stdout
+    out = subprocess.run(
+        [sys.executable, "-c", PROBE.format(mode=mode), str(path)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    ).stdout
     return out.strip() == "got"
 
 
