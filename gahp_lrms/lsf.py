@@ -63,7 +63,7 @@ from typing import Any
 
 import attrs
 
-from gahp_lrms.base import CommandDriver, Submission, command_failure
+from gahp_lrms.base import CancelMark, CommandDriver, Submission, WorkdirRule, command_failure
 from gahp_lrms.config import LsfConfig
 from gahp_lrms.model import DriverError, JobInfo, JobSpec, JobStatus, job_slots
 from gahp_lrms.script import directive_line, render_script, safe_job_name
@@ -529,7 +529,7 @@ class LsfDriver(CommandDriver):
     # ------------------------------------------------------------------ submit (see CommandDriver)
     job_id = re.compile(r"[1-9]\d*\Z")
     submit_command = "bsub"
-    workdir_normalised = True
+    workdir = WorkdirRule(normalise_absolute=True)
 
     def _submission(self, spec: JobSpec) -> Submission:
         options = bsub_options(spec, memory_unit=self.memory_unit)
@@ -556,7 +556,7 @@ class LsfDriver(CommandDriver):
     # ------------------------------------------------------------------ cancel (see CommandDriver)
     cancel_command = ("bkill",)
     cancel_unknown = re.compile(f"already finished|{_NOT_FOUND.pattern}", re.I)
-    marks_cancel = True
+    cancel_mark = CancelMark.DROPPED_ON_FAILURE
 
     def _cancel_needless(self, native_id: str) -> bool:
         # cancelled already, finished, or unknown: nothing to do
