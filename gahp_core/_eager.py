@@ -17,8 +17,9 @@ anyio and sniffio need) and in a copy of the caller's context:
   see the same ``current_task()`` one after the other, as code run in a thread pool sees
   the same thread. Python 3.11 has no public way to enter a task: this path uses
   ``asyncio.tasks._enter_task``/``_leave_task`` (what 3.12's eager tasks do), and falls
-  back to a plain task where they are missing. A plain task instead on 3.11 costs 2.7x
-  the throughput of no-op commands (``benchmarks/core_throughput.py``), so they stay.
+  back to a plain task where they are missing. A plain task instead on 3.11 cuts the
+  throughput of no-op commands to about 37% (``benchmarks/core_throughput.py``), so
+  they stay.
 """
 
 from __future__ import annotations
