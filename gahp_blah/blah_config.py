@@ -294,75 +294,107 @@ class Translated:
 
 def translate(found: BlahConfigFiles) -> Translated:
     """blahpd's settings from what ``blah.config`` assigns."""
-    table: dict[str, Any] = {}
-    origins: dict[str, str] = {}
-    warnings: list[str] = []
-    exports: dict[str, str] = {}
-
-    def put(setting: str, value: Any, a: Assignment) -> None:
-        node = table
-        *parents, leaf = setting.split(".")
-        for p in parents:
-            node = node.setdefault(p, {})
-        node[leaf] = value
-        origins[setting] = _origin(a)
-
+    into = _Translation()
     values = found.shell.values
     for name, a in values.items():
         if a.exported and name in EXPORTS:
             v = _scalar(a.value)
             if v:
                 for setting in EXPORTS[name]:
-                    put(setting, v, a)
+                    into.put(setting, v, a)
+    for name, a in values.items():
+        into.assignment(name, a)
+        if a.exported and isinstance(a.value, str):
+            into.export(name, a.value, a)
+    into.warnings += [f"{n}: ignored" for n in found.shell.notes]
+    return Translated(
+        into.table, into.origins, into.libexec, tuple(into.warnings), into.lrms, into.exports
+    )
+
+
+@attrs.define
+class _Translation:
+    """What :func:`translate` has made of blah.config so far."""
+
+    table: dict[str, Any] = attrs.field(factory=dict)
+    origins: dict[str, str] = attrs.field(factory=dict)
+    warnings: list[str] = attrs.field(factory=list)
+    exports: dict[str, str] = attrs.field(factory=dict)
     libexec: Path | None = None
     lrms: tuple[str, ...] = ()
-    for name, a in values.items():
+
+    def put(self, setting: str, value: Any, a: Assignment) -> None:
+        node = self.table
+        *parents, leaf = setting.split(".")
+        for p in parents:
+            node = node.setdefault(p, {})
+        node[leaf] = value
+        self.origins[setting] = _origin(a)
+
+    def assignment(self, name: str, a: Assignment) -> None:
+        """One ``name=value`` of blah.config: a setting, a warning, or nothing."""
         v = _scalar(a.value).strip()
         if name in NOT_HONOURED and v:
             active, instead = NOT_HONOURED[name]
             if active(v):
-                warnings.append(f"{_origin(a)}: not honoured: {instead}")
+                self.warnings.append(f"{_origin(a)}: not honoured: {instead}")
         if name in PATHS or name in WORDS:
             if v:  # empty: unset, as for the C blahp
                 for setting in PATHS.get(name) or WORDS[name]:
-                    put(setting, v, a)
-        elif name == "pbs_pro":
-            if v:
-                put("driver.pbs.flavor", _MODES[0] if v == "yes" else _MODES[1], a)
-        elif name == "blah_libexec_directory":
-            if v:
-                libexec = Path(v)
-                origins["site.libexec"] = _origin(a)
-        elif name == "local_submit_attributes_setup_args":
-            if _names(a.value):
-                put("site.local_submit_attributes_setup_args", _names(a.value), a)
-        elif name == "blah_pass_submit_attributes":
-            if _names(a.value):
-                put("site.pass_submit_attributes", _names(a.value), a)
-        elif name == "blah_pass_all_submit_attributes":
-            if v:
-                put("site.pass_all_submit_attributes", _c_true(v), a)
-        elif name == "supported_lrms":
-            lrms = tuple(_names(v))
-            origins["supported_lrms"] = _origin(a)
-        elif (
+                    self.put(setting, v, a)
+        elif name in _SPECIAL:
+            _SPECIAL[name](self, v, a)
+        elif not (
             name in HONOURED
             or name in NOT_HONOURED
             or name in QUIET
             or QUIET_PATTERN.fullmatch(name)
             or a.exported
         ):
-            pass
+            self.warnings.append(f"{_origin(a)}: unknown key {name}: ignored")
+
+    def export(self, name: str, value: str, a: Assignment) -> None:
+        """``export NAME=value``: passed on to blahpd's environment, unless unsafe."""
+        if UNSAFE_EXPORT.fullmatch(name):
+            self.warnings.append(
+                f"{_origin(a)}: exported {name} is not passed on (it would change how "
+                "blahpd itself runs): set it in blahpd's environment"
+            )
         else:
-            warnings.append(f"{_origin(a)}: unknown key {name}: ignored")
-        if a.exported and isinstance(a.value, str):
-            if UNSAFE_EXPORT.fullmatch(name):
-                warnings.append(
-                    f"{_origin(a)}: exported {name} is not passed on (it would change how "
-                    "blahpd itself runs): set it in blahpd's environment"
-                )
-            else:
-                exports[name] = a.value
-                origins[f"export {name}"] = _origin(a)
-    warnings += [f"{n}: ignored" for n in found.shell.notes]
-    return Translated(table, origins, libexec, tuple(warnings), lrms, exports)
+            self.exports[name] = value
+            self.origins[f"export {name}"] = _origin(a)
+
+    def pbs_pro(self, v: str, a: Assignment) -> None:
+        if v:
+            self.put("driver.pbs.flavor", _MODES[0] if v == "yes" else _MODES[1], a)
+
+    def libexec_directory(self, v: str, a: Assignment) -> None:
+        if v:
+            self.libexec = Path(v)
+            self.origins["site.libexec"] = _origin(a)
+
+    def setup_args(self, v: str, a: Assignment) -> None:
+        if _names(a.value):
+            self.put("site.local_submit_attributes_setup_args", _names(a.value), a)
+
+    def pass_attributes(self, v: str, a: Assignment) -> None:
+        if _names(a.value):
+            self.put("site.pass_submit_attributes", _names(a.value), a)
+
+    def pass_all_attributes(self, v: str, a: Assignment) -> None:
+        if v:
+            self.put("site.pass_all_submit_attributes", _c_true(v), a)
+
+    def supported_lrms(self, v: str, a: Assignment) -> None:
+        self.lrms = tuple(_names(v))
+        self.origins["supported_lrms"] = _origin(a)
+
+
+_SPECIAL: dict[str, Callable[[_Translation, str, Assignment], None]] = {
+    "pbs_pro": _Translation.pbs_pro,
+    "blah_libexec_directory": _Translation.libexec_directory,
+    "local_submit_attributes_setup_args": _Translation.setup_args,
+    "blah_pass_submit_attributes": _Translation.pass_attributes,
+    "blah_pass_all_submit_attributes": _Translation.pass_all_attributes,
+    "supported_lrms": _Translation.supported_lrms,
+}

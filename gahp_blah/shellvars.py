@@ -61,6 +61,11 @@ class _Skip(BlahError):
     """The command being read is not made only of assignments."""
 
 
+_Word = tuple[str, str | None, str | tuple[str, ...] | None]
+"""(name, index, value) of an assignment word (index "" for a plain one), or (text, None,
+None) for any other word."""
+
+
 class _Scanner:
     def __init__(
         self, text: str, path: str, lookup: Callable[[str], str | None], out: ShellFile
@@ -110,7 +115,7 @@ class _Scanner:
 
     def command(self) -> None:
         start = self.line
-        words: list[tuple[str, str | None, str | tuple[str, ...] | None]] = []
+        words: list[_Word] = []
         try:
             while True:
                 self.skip_blanks()
@@ -150,9 +155,7 @@ class _Scanner:
                 if self.i < len(self.s):
                     self.take()
 
-    def apply(
-        self, words: list[tuple[str, str | None, str | tuple[str, ...] | None]], line: int
-    ) -> None:
+    def apply(self, words: list[_Word], line: int) -> None:
         if not words:
             return
         exported = False
@@ -168,29 +171,43 @@ class _Scanner:
         for text, index, value in words:
             if index is None:  # "export NAME": mark the name exported
                 if _NAME.fullmatch(text) and exported:
-                    self.out.exported.add(text)
-                    if text in self.out.values:
-                        self.out.values[text] = attrs.evolve(self.out.values[text], exported=True)
+                    self.mark_exported(text)
                 continue
-            name = text
-            old = self.out.values.get(name)
-            if exported:
-                self.out.exported.add(name)
-            keep_exported = name in self.out.exported
-            if index != "" and isinstance(value, str):  # NAME[i]=value
-                before = old.value if old is not None else ""
-                elements = dict(enumerate(before)) if isinstance(before, tuple) else {}
-                try:
-                    elements[int(index)] = value
-                except ValueError:
-                    self.note(line, f"array index {index!r} of {name} is not a number: skipped")
-                    continue
-                value = tuple(elements[k] for k in sorted(elements))
             assert value is not None  # an assignment word always has a value
-            self.out.values[name] = _entry(name, value, self.path, line, raw, keep_exported)
+            self.assign(text, index, value, exported, line, raw)
+
+    def mark_exported(self, name: str) -> None:
+        self.out.exported.add(name)
+        if name in self.out.values:
+            self.out.values[name] = attrs.evolve(self.out.values[name], exported=True)
+
+    def assign(
+        self,
+        name: str,
+        index: str,
+        value: str | tuple[str, ...],
+        exported: bool,
+        line: int,
+        raw: str,
+    ) -> None:
+        """``name=value``, or ``name[index]=value`` (an element of an array)."""
+        old = self.out.values.get(name)
+        if exported:
+            self.out.exported.add(name)
+        if index != "" and isinstance(value, str):  # NAME[i]=value
+            before = old.value if old is not None else ""
+            elements = dict(enumerate(before)) if isinstance(before, tuple) else {}
+            try:
+                elements[int(index)] = value
+            except ValueError:
+                self.note(line, f"array index {index!r} of {name} is not a number: skipped")
+                return
+            value = tuple(elements[k] for k in sorted(elements))
+        keep_exported = name in self.out.exported
+        self.out.values[name] = _entry(name, value, self.path, line, raw, keep_exported)
 
     # -- words -------------------------------------------------------------------------------
-    def word(self) -> tuple[str, str | None, str | tuple[str, ...] | None]:
+    def word(self) -> _Word:
         """(name, index, value) for an assignment (index "" for a plain one), or
         (text, None, None) for any other word."""
         m = _ASSIGN.match(self.s, self.i)

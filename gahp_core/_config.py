@@ -11,7 +11,7 @@ import tomllib
 import urllib.parse
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, TypeVar, overload
 
 import attrs
 
@@ -61,6 +61,7 @@ def read_secret_file(path: str | Path, what: str) -> str:
 # unknown keys. Every refusal is a ConfigError that names the key.
 
 T = TypeVar("T")
+V = TypeVar("V")
 Converter = Callable[[Any, str], Any]
 """``convert(value, key)``: the value, typed; a :class:`ConfigError` naming ``key`` if wrong."""
 
@@ -170,9 +171,14 @@ def from_text(value: str) -> str | int | float:
     return value
 
 
-def setting(convert: Converter, default: Any = None) -> Any:
+@overload
+def setting(convert: Callable[[Any, str], V]) -> V | None: ...
+@overload
+def setting(convert: Callable[[Any, str], V], default: V) -> V: ...
+def setting(convert: Callable[[Any, str], V], default: V | None = None) -> V | None:
     """A field of a settings class: read by ``convert(value, key)``; ``default`` when the
-    key is absent (not converted)."""
+    key is absent (not converted). Typed as the converter's result (``| None`` without a
+    default), so mypy checks the field's annotation against it."""
     return attrs.field(default=default, metadata={_CONVERT: convert})
 
 

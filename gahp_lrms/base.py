@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import abc
 import contextlib
+import enum
 import logging
 import os
 import re
@@ -30,9 +31,11 @@ from gahp_lrms.registry import RegistryHolder
 
 __all__ = [
     "DEFAULT_TIMEOUT",
+    "CancelMark",
     "CommandDriver",
     "Driver",
     "Submission",
+    "WorkdirRule",
     "driver_settings",
     "run_command",
 ]
@@ -135,6 +138,30 @@ class Driver(abc.ABC):
 
 
 @attrs.frozen
+class WorkdirRule:
+    """How :meth:`CommandDriver.submit` settles a job's working directory (a relative one
+    is always made absolute)."""
+
+    server_default: bool = True
+    """A job without one gets the server's (else the batch system's default, e.g. $HOME)."""
+    normalise_absolute: bool = False
+    """An absolute one is normalised too (``..`` and ``//`` resolved)."""
+
+
+class CancelMark(enum.Enum):
+    """Whether :meth:`CommandDriver.cancel` notes the job in ``state_dir/cancelled`` (see
+    ``_record``) before it runs the cancel command, and what a failure of that command does
+    to the note."""
+
+    NONE = "none"
+    """No note: the batch system tells a cancelled job apart by itself."""
+    DROPPED_ON_FAILURE = "dropped-on-failure"
+    """Noted; dropped when the cancel command fails."""
+    KEPT_ON_FAILURE = "kept-on-failure"
+    """Noted; dropped only when the failure says the job is unknown or already over."""
+
+
+@attrs.frozen
 class Submission:
     """How a job is handed to the submit command: its arguments, its standard input (the
     script, or None), the directory it runs in (None: the server's), a file to delete
@@ -157,12 +184,13 @@ class CommandDriver(RegistryHolder, Driver):
 
     The sequences are the base's, the commands and patterns the subclass's:
 
-    * :meth:`submit`: the working directory made absolute (``workdir_default``,
-      ``workdir_normalised``), the ``submit_command`` run as :meth:`_submission` says, the
+    * :meth:`submit`: the working directory settled as ``workdir`` (a
+      :class:`WorkdirRule`) says, the ``submit_command`` run as :meth:`_submission` says, the
       job id taken from its output (:meth:`_printed_id`, checked against ``job_id``), what
       was known of an earlier job with that id dropped (:meth:`_new_job`), the job tracked.
     * :meth:`cancel`: nothing when :meth:`_cancel_needless`; the job marked as cancelled
-      (:meth:`_marks_cancel`), ``cancel_command`` run, its failure tolerated when it says
+      as ``cancel_mark`` (a :class:`CancelMark`; :meth:`_cancel_mark`) says,
+      ``cancel_command`` run, its failure tolerated when it says
       the job is unknown or over (``cancel_unknown``, :meth:`_cancel_tolerated`), then a
       wait (at most ``cancel_wait_s``) while :meth:`_not_ended`.
     * :meth:`status` (see :class:`~gahp_lrms.registry.RegistryHolder`): one job from
@@ -186,14 +214,10 @@ class CommandDriver(RegistryHolder, Driver):
     cancel_command: ClassVar[tuple[str, ...]] = ()
     cancel_unknown: ClassVar[re.Pattern[str]] = re.compile(r"(?!)")
     """What a failed ``cancel_command`` prints when the job is unknown or already over."""
-    workdir_default: ClassVar[bool] = True
-    """Whether a job without a working directory gets the server's."""
-    workdir_normalised: ClassVar[bool] = False
-    """Whether an absolute working directory is normalised too (a relative one always is)."""
-    marks_cancel: ClassVar[bool] = False
-    """Whether ``cancel`` notes the job in ``state_dir/cancelled`` (see :meth:`_record`)."""
-    cancel_mark_kept: ClassVar[bool] = False
-    """Whether that note stays when ``cancel_command`` fails for another reason."""
+    workdir: ClassVar[WorkdirRule] = WorkdirRule()
+    """How ``submit`` settles a job's working directory."""
+    cancel_mark: ClassVar[CancelMark] = CancelMark.NONE
+    """Whether ``cancel`` notes the job as cancelled, and what a failed cancel does to it."""
     settings: CommandConfig
 
     def __init__(self, config: Mapping[str, Any], state_dir: Path) -> None:
@@ -240,9 +264,10 @@ class CommandDriver(RegistryHolder, Driver):
 
     def _with_workdir(self, spec: JobSpec) -> JobSpec:
         workdir = spec.workdir
-        if workdir is None and self.workdir_default:
+        rule = self.workdir
+        if workdir is None and rule.server_default:
             workdir = os.getcwd()  # else the batch system's default (qsub's: $HOME)
-        if workdir is not None and (self.workdir_normalised or not os.path.isabs(workdir)):
+        if workdir is not None and (rule.normalise_absolute or not os.path.isabs(workdir)):
             workdir = os.path.abspath(workdir)
         return spec if workdir == spec.workdir else attrs.evolve(spec, workdir=workdir)
 
@@ -267,14 +292,16 @@ class CommandDriver(RegistryHolder, Driver):
         self._check_id(native_id)
         if self._cancel_needless(native_id):
             return
-        marked = self._marks_cancel()
-        if marked:
+        mark = self._cancel_mark()
+        if mark is not CancelMark.NONE:
             self._record("cancelled", native_id)
         proc = self._run(*self._on_job(self.cancel_command, native_id), check=False)
         self._changed(native_id)
         if proc.returncode != 0:
             tolerated = self._cancel_tolerated(native_id, proc)
-            if marked and (tolerated or not self.cancel_mark_kept):
+            if mark is CancelMark.DROPPED_ON_FAILURE or (
+                mark is CancelMark.KEPT_ON_FAILURE and tolerated
+            ):
                 self._unrecord("cancelled", native_id)  # not cancelled
             if tolerated:
                 return  # unknown, or over meanwhile: it keeps its own exit status
@@ -289,9 +316,9 @@ class CommandDriver(RegistryHolder, Driver):
         the cancel command is always run."""
         return False
 
-    def _marks_cancel(self) -> bool:
-        """Whether this cancel notes the job as cancelled (by default ``marks_cancel``)."""
-        return self.marks_cancel
+    def _cancel_mark(self) -> CancelMark:
+        """How this cancel notes the job (by default ``cancel_mark``)."""
+        return self.cancel_mark
 
     def _cancel_tolerated(self, native_id: str, proc: subprocess.CompletedProcess[str]) -> bool:
         """Whether the failed cancel command says the job is unknown or already over (by

@@ -15,7 +15,8 @@ answers for every job an earlier one started.  Once the job's final status has b
   ``removed`` marker: the job never runs.
 
 * ``cancel`` sends SIGTERM then (after ``kill_grace_s``) SIGKILL to the job's process group and
-  waits until the supervisor has reaped it: no process of the group is left.  Processes that
+  waits until the supervisor has reaped it: no process of the group is left (the whole wait
+  bounded by ``start_timeout_s + kill_grace_s``, then an error).  Processes that
   leave the group on purpose (``setsid``) are not tracked.
 * ``hold`` stops the whole group with SIGSTOP (a job not started yet is kept from starting);
   the job is HELD.  ``resume`` sends SIGCONT.
@@ -45,6 +46,7 @@ from gahp_core import open_private, private_dir, write_private
 from gahp_lrms import fork_supervisor as sup
 from gahp_lrms.base import Driver
 from gahp_lrms.config import ForkConfig
+from gahp_lrms.fork_state import Phase, SupervisorState
 from gahp_lrms.model import (
     DriverError,
     JobInfo,
@@ -58,7 +60,6 @@ from gahp_lrms.registry import info_from_json, info_to_json
 __all__ = ["ForkDriver"]
 
 _PACKAGE_PARENT = str(Path(__file__).resolve().parent.parent)
-_FINAL = ("finished", "removed", "failed")
 
 
 class ForkDriver(Driver):
@@ -90,20 +91,23 @@ class ForkDriver(Driver):
         return self.jobs_dir / native_id
 
     @staticmethod
-    def _read_state(jobdir: Path) -> dict[str, Any] | None:
+    def _read_state(jobdir: Path) -> SupervisorState | None:
+        path = jobdir / sup.STATE
         try:
-            return json.loads((jobdir / sup.STATE).read_text())
+            data = json.loads(path.read_text())
         except FileNotFoundError:
             return None
         except (OSError, ValueError) as exc:
-            raise DriverError(f"cannot read {jobdir / sup.STATE}: {exc}") from exc
+            raise DriverError(f"cannot read {path}: {exc}") from exc
+        if not isinstance(data, dict):
+            raise DriverError(f"cannot read {path}: not a supervisor state")
+        return SupervisorState.from_json(data, path)
 
     @staticmethod
-    def _supervisor_alive(state: Mapping[str, Any]) -> bool:
-        pid = state.get("supervisor_pid")
-        if not pid:
+    def _supervisor_alive(state: SupervisorState) -> bool:
+        if not state.supervisor_pid:
             return False
-        return sup.proc_start_ticks(pid) == state.get("supervisor_start")
+        return sup.proc_start_ticks(state.supervisor_pid) == state.supervisor_start
 
     @staticmethod
     def _group_states(pgid: int | None) -> list[str]:
@@ -134,10 +138,10 @@ class ForkDriver(Driver):
         """True while a live (non-zombie) process is in process group ``pgid``."""
         return bool(self._group_states(pgid))
 
-    def _wake(self, state: Mapping[str, Any] | None) -> None:
-        if state and self._supervisor_alive(state):
+    def _wake(self, state: SupervisorState | None) -> None:
+        if state and state.supervisor_pid and self._supervisor_alive(state):
             with contextlib.suppress(OSError):
-                os.kill(state["supervisor_pid"], signal.SIGUSR1)
+                os.kill(state.supervisor_pid, signal.SIGUSR1)
 
     # ------------------------------------------------------------------ Driver API
     def submit(self, spec: JobSpec) -> str:
@@ -252,32 +256,34 @@ class ForkDriver(Driver):
         if state is None:
             # Between submit and the supervisor's first write (or a lost launch).
             return self._not_started(native_id, jobdir, removed, held)
-        phase = state.get("phase")
-        host = state.get("hostname") or socket.gethostname()
-        times = {k: state.get(k) for k in ("wallclock_s", "user_cpu_s", "sys_cpu_s")}
-        if phase in ("finished", "removed", "failed"):
+        host = state.hostname or socket.gethostname()
+        if state.phase.final:
             return JobInfo(
-                JobStatus.REMOVED if removed or phase == "removed" else JobStatus.COMPLETED,
-                exit_code=None if removed else state.get("exit_code"),
-                exit_signal=None if removed else state.get("exit_signal"),
-                exit_reason="removed by request" if removed else state.get("exit_reason"),
-                worker_node=host if state.get("started_at") else None,
-                **times,
+                JobStatus.REMOVED
+                if removed or state.phase is Phase.REMOVED
+                else JobStatus.COMPLETED,
+                exit_code=None if removed else state.exit_code,
+                exit_signal=None if removed else state.exit_signal,
+                exit_reason="removed by request" if removed else state.exit_reason,
+                worker_node=host if state.started_at else None,
+                wallclock_s=state.wallclock_s,
+                user_cpu_s=state.user_cpu_s,
+                sys_cpu_s=state.sys_cpu_s,
             )
         if removed:
             return JobInfo(JobStatus.REMOVED, exit_reason="removed by request")
         if not self._supervisor_alive(state):
-            if self._group_alive(state.get("pgid")):
+            if self._group_alive(state.pgid):
                 return JobInfo(JobStatus.RUNNING, worker_node=host)
             return JobInfo(
                 JobStatus.COMPLETED,
                 exit_reason="the job's supervisor ended without recording the job's end",
             )
-        if phase == "waiting":
+        if state.phase is Phase.WAITING:
             if held:
                 return JobInfo(JobStatus.HELD, hold_reason="held by request")
             return JobInfo(JobStatus.IDLE)
-        wall = round(time.time() - state["started_at"], 3) if state.get("started_at") else None
+        wall = round(time.time() - state.started_at, 3) if state.started_at else None
         if held:
             return JobInfo(
                 JobStatus.HELD, wallclock_s=wall, worker_node=host, hold_reason="held by request"
@@ -290,56 +296,62 @@ class ForkDriver(Driver):
             return
         with sup.job_lock(jobdir):
             state = self._read_state(jobdir)
-            if state and state.get("phase") in ("finished", "removed", "failed"):
+            if state and state.phase.final:
                 return
             if state is None and self._not_started(native_id, jobdir).finished:
                 return  # its launch failed: it has ended
             (jobdir / sup.REMOVED).touch()
-            pgid = state.get("pgid") if state else None
-            if pgid and self._group_alive(pgid):
-                with contextlib.suppress(ProcessLookupError):
-                    os.killpg(pgid, signal.SIGTERM)
-                    os.killpg(pgid, signal.SIGCONT)  # stopped processes must see SIGTERM
+            pgid = state.pgid if state else None
+            if pgid:
+                self._terminate(pgid)
         self._wake(state)
-        if not pgid:
-            pgid = self._await_unstarted(native_id, jobdir)
-            if not pgid:
-                return
-        deadline = time.monotonic() + self.kill_grace_s
-        while self._group_alive(pgid) and time.monotonic() < deadline:
-            time.sleep(0.05)
+        self._await_removal(native_id, jobdir, pgid)
+
+    def _terminate(self, pgid: int) -> None:
+        """SIGTERM to the job's group (and SIGCONT: stopped processes must see it)."""
         if self._group_alive(pgid):
             with contextlib.suppress(ProcessLookupError):
-                os.killpg(pgid, signal.SIGKILL)
-        deadline = time.monotonic() + 10.0
-        while self._group_alive(pgid):
-            if time.monotonic() > deadline:
-                raise DriverError(f"processes of job {native_id} survived SIGKILL")
-            time.sleep(0.02)
-        # Let the supervisor record the end (it reaps the killed instances at once).
-        deadline = time.monotonic() + 5.0
-        while time.monotonic() < deadline:
-            state = self._read_state(jobdir)
-            if not state or state.get("phase") != "running" or not self._supervisor_alive(state):
-                break
-            time.sleep(0.02)
+                os.killpg(pgid, signal.SIGTERM)
+                os.killpg(pgid, signal.SIGCONT)
 
-    def _await_unstarted(self, native_id: str, jobdir: Path) -> int | None:
-        """After ``removed`` is marked on a job not running yet: wait until its supervisor
-        has seen the marker (it then never starts the job) and return None, or return the
-        process group it started meanwhile, to be killed."""
-        deadline = time.monotonic() + self.start_timeout_s
-        while time.monotonic() < deadline:
+    def _await_removal(self, native_id: str, jobdir: Path, pgid: int | None) -> None:
+        """After ``removed`` is marked: wait until no process of the job is left and its
+        supervisor has recorded the end (or, for a job not started, has seen the marker and
+        will never start it).  The group gets SIGKILL ``kill_grace_s`` after SIGTERM; the
+        whole wait is bounded by one deadline, ``start_timeout_s + kill_grace_s``."""
+        now = time.monotonic()
+        deadline = now + self.start_timeout_s + self.kill_grace_s
+        kill_at = now + self.kill_grace_s
+        killed = False
+        while True:
             state = self._read_state(jobdir)
-            if state is None:
-                if self._not_started(native_id, jobdir).finished:
-                    return None  # the launch failed: nothing will start
-            elif state.get("pgid"):
-                return int(state["pgid"])
-            elif state.get("phase") != "waiting" or not self._supervisor_alive(state):
-                return None
-            time.sleep(0.01)
-        return None
+            if pgid is None:  # not started when marked: did its supervisor start it since?
+                if state is None:
+                    if self._not_started(native_id, jobdir).finished:
+                        return  # the launch failed: nothing will start
+                elif state.pgid:
+                    pgid = state.pgid
+                    self._terminate(pgid)
+                    kill_at = time.monotonic() + self.kill_grace_s
+                elif state.phase is not Phase.WAITING or not self._supervisor_alive(state):
+                    return
+            else:
+                alive = self._group_alive(pgid)
+                if not alive and (
+                    state is None
+                    or state.phase is not Phase.RUNNING
+                    or not self._supervisor_alive(state)
+                ):
+                    return  # gone, and the end recorded (or no supervisor left to record it)
+                if alive and not killed and time.monotonic() >= kill_at:
+                    with contextlib.suppress(ProcessLookupError):
+                        os.killpg(pgid, signal.SIGKILL)
+                    killed = True
+            if time.monotonic() >= deadline:
+                if pgid is not None and self._group_alive(pgid):
+                    raise DriverError(f"processes of job {native_id} survived SIGKILL")
+                return
+            time.sleep(0.02)
 
     def forget(self, native_id: str) -> None:
         """Remove a finished job's directory (its spec holds the job's environment)."""
@@ -412,8 +424,8 @@ class ForkDriver(Driver):
             if state is None:
                 ended = self._launch_age(jobdir) > self.start_timeout_s + self.keep_finished_s
             else:
-                end = state.get("ended_at")
-                ended = state.get("phase") in _FINAL and end is not None and end < limit
+                end = state.ended_at
+                ended = state.phase.final and end is not None and end < limit
             if ended:
                 self._remove(entry.name, jobdir)
 
@@ -425,13 +437,14 @@ class ForkDriver(Driver):
                 raise DriverError(f"job {native_id} cannot be held: it is {info.status.name}")
             (jobdir / sup.HELD).touch()
             state = self._read_state(jobdir)
-            if state and state.get("phase") == "running" and state.get("pgid"):
+            if state and state.phase is Phase.RUNNING and state.pgid:
+                pgid = state.pgid
                 with contextlib.suppress(ProcessLookupError):
-                    os.killpg(state["pgid"], signal.SIGSTOP)
+                    os.killpg(pgid, signal.SIGSTOP)
                 # Signals are delivered asynchronously: return once the group has stopped.
                 deadline = time.monotonic() + 2.0
                 while time.monotonic() < deadline and any(
-                    st not in ("T", "t") for st in self._group_states(state["pgid"])
+                    st not in ("T", "t") for st in self._group_states(pgid)
                 ):
                     time.sleep(0.01)
 
@@ -444,9 +457,9 @@ class ForkDriver(Driver):
             with contextlib.suppress(FileNotFoundError):
                 (jobdir / sup.HELD).unlink()
             state = self._read_state(jobdir)
-            if state and state.get("phase") == "running" and state.get("pgid"):
+            if state and state.phase is Phase.RUNNING and state.pgid:
                 with contextlib.suppress(ProcessLookupError):
-                    os.killpg(state["pgid"], signal.SIGCONT)
+                    os.killpg(state.pgid, signal.SIGCONT)
         self._wake(state)
 
     def ping(self) -> None:

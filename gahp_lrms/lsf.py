@@ -63,7 +63,7 @@ from typing import Any
 
 import attrs
 
-from gahp_lrms.base import CommandDriver, Submission, command_failure
+from gahp_lrms.base import CancelMark, CommandDriver, Submission, WorkdirRule, command_failure
 from gahp_lrms.config import LsfConfig
 from gahp_lrms.model import DriverError, JobInfo, JobSpec, JobStatus, job_slots
 from gahp_lrms.script import directive_line, render_script, safe_job_name
@@ -354,6 +354,15 @@ def bsub_options(spec: JobSpec, *, memory_unit: str = "MB") -> list[str]:
     slots = job_slots(spec)
     if slots > 1:
         opts += ["-n", str(slots)]
+    opts += _bsub_placement(spec, slots) + _bsub_gpu(spec) + _bsub_limits(spec, memory_unit)
+    if spec.start_held:
+        opts.append("-H")
+    return opts
+
+
+def _bsub_placement(spec: JobSpec, slots: int) -> list[str]:
+    """``-R`` (span, MICs) and ``-x`` (whole nodes)."""
+    opts: list[str] = []
     sections = []
     if (spec.nodes or 1) > 1:
         sections.append(f"span[ptile={spec.cpus_per_node or 1}]")
@@ -365,13 +374,24 @@ def bsub_options(spec: JobSpec, *, memory_unit: str = "MB") -> list[str]:
         opts += ["-R", " ".join(sections)]
     if spec.whole_nodes:
         opts.append("-x")
-    if spec.gpus or spec.gpu_model or spec.gpu_mode:
-        gpu = f"num={int(spec.gpus or 1)}"
-        if spec.gpu_mode:
-            gpu += f":mode={spec.gpu_mode}"
-        if spec.gpu_model:
-            gpu += f":gmodel={spec.gpu_model}"
-        opts += ["-gpu", gpu]
+    return opts
+
+
+def _bsub_gpu(spec: JobSpec) -> list[str]:
+    """``-gpu num=N[:mode=...][:gmodel=...]``, when the job asks for GPUs."""
+    if not (spec.gpus or spec.gpu_model or spec.gpu_mode):
+        return []
+    gpu = f"num={int(spec.gpus or 1)}"
+    if spec.gpu_mode:
+        gpu += f":mode={spec.gpu_mode}"
+    if spec.gpu_model:
+        gpu += f":gmodel={spec.gpu_model}"
+    return ["-gpu", gpu]
+
+
+def _bsub_limits(spec: JobSpec, memory_unit: str) -> list[str]:
+    """``-M`` (memory, in ``memory_unit``) and ``-W`` (run time, in minutes)."""
+    opts: list[str] = []
     if spec.memory_mb:
         per_unit = _MEMORY_UNITS.get(memory_unit.upper())
         if per_unit is None:
@@ -379,8 +399,6 @@ def bsub_options(spec: JobSpec, *, memory_unit: str = "MB") -> list[str]:
         opts += ["-M", str(max(1, math.ceil(spec.memory_mb / per_unit)))]
     if spec.runtime_s:
         opts += ["-W", str(math.ceil(spec.runtime_s / 60))]
-    if spec.start_held:
-        opts.append("-H")
     return opts
 
 
@@ -511,7 +529,7 @@ class LsfDriver(CommandDriver):
     # ------------------------------------------------------------------ submit (see CommandDriver)
     job_id = re.compile(r"[1-9]\d*\Z")
     submit_command = "bsub"
-    workdir_normalised = True
+    workdir = WorkdirRule(normalise_absolute=True)
 
     def _submission(self, spec: JobSpec) -> Submission:
         options = bsub_options(spec, memory_unit=self.memory_unit)
@@ -538,7 +556,7 @@ class LsfDriver(CommandDriver):
     # ------------------------------------------------------------------ cancel (see CommandDriver)
     cancel_command = ("bkill",)
     cancel_unknown = re.compile(f"already finished|{_NOT_FOUND.pattern}", re.I)
-    marks_cancel = True
+    cancel_mark = CancelMark.DROPPED_ON_FAILURE
 
     def _cancel_needless(self, native_id: str) -> bool:
         # cancelled already, finished, or unknown: nothing to do

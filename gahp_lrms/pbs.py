@@ -59,7 +59,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from gahp_core import private_dir
-from gahp_lrms.base import CommandDriver, Submission, command_failure
+from gahp_lrms.base import CancelMark, CommandDriver, Submission, command_failure
 from gahp_lrms.config import FLAVORS, PbsConfig
 from gahp_lrms.model import DriverError, JobInfo, JobSpec, JobStatus
 from gahp_lrms.script import directive_line, render_script
@@ -575,8 +575,8 @@ class PbsDriver(CommandDriver):
     # PBS kills it within the queue's kill_delay, nothing waits for that).  Torque-style
     # commands: a qdel that fails is no error once the job is over; a running job is
     # waited for.
-    def _marks_cancel(self) -> bool:
-        return self.flavor() == "pbspro"
+    def _cancel_mark(self) -> CancelMark:
+        return CancelMark.DROPPED_ON_FAILURE if self.flavor() == "pbspro" else CancelMark.NONE
 
     def _cancel_needless(self, native_id: str) -> bool:
         # finished, unknown, or cancelled already: nothing to do

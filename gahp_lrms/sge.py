@@ -52,7 +52,14 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from gahp_lrms.base import CommandDriver, Submission, command_failure, run_command
+from gahp_lrms.base import (
+    CancelMark,
+    CommandDriver,
+    Submission,
+    WorkdirRule,
+    command_failure,
+    run_command,
+)
 from gahp_lrms.config import SgeConfig
 from gahp_lrms.model import DriverError, JobInfo, JobSpec, JobStatus, job_slots
 from gahp_lrms.script import directive_line, render_script, safe_job_name
@@ -435,7 +442,7 @@ class SgeDriver(CommandDriver):
     # ------------------------------------------------------------------ submit (see CommandDriver)
     job_id = re.compile(r"[1-9]\d*\Z")
     submit_command = "qsub"
-    workdir_normalised = True
+    workdir = WorkdirRule(normalise_absolute=True)
 
     def _submission(self, spec: JobSpec) -> Submission:
         script, prefix = sge_script(spec)  # the script always changes to spec.workdir
@@ -496,8 +503,7 @@ class SgeDriver(CommandDriver):
     # ------------------------------------------------------------------ cancel (see CommandDriver)
     cancel_command = ("qdel",)
     cancel_unknown = re.compile("does not exist|not found|invalid queue or job", re.I)
-    marks_cancel = True  # qacct cannot tell a qdel from a SIGKILL
-    cancel_mark_kept = True
+    cancel_mark = CancelMark.KEPT_ON_FAILURE  # qacct cannot tell a qdel from a SIGKILL
 
     def _cancel_needless(self, native_id: str) -> bool:
         return self.queued(native_id) is None  # finished, or unknown: nothing to do

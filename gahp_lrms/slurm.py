@@ -27,7 +27,7 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from gahp_lrms.base import CommandDriver, Submission, command_failure
+from gahp_lrms.base import CommandDriver, Submission, WorkdirRule, command_failure
 from gahp_lrms.config import SlurmConfig
 from gahp_lrms.model import DriverError, JobInfo, JobSpec, JobStatus
 from gahp_lrms.script import directive_line, render_script, safe_job_name
@@ -416,7 +416,8 @@ class SlurmDriver(CommandDriver):
     job_id = re.compile(r"\d+(?:_\d+)?(?:@[A-Za-z0-9_.-]{1,64})?\Z")
     """``ID``, or ``ID@cluster`` for a job sent to another cluster (queue ``part@cluster``)."""
     submit_command = "sbatch"
-    workdir_default = False  # sbatch's is its own working directory: the server's
+    # sbatch's default is its own working directory: the server's
+    workdir = WorkdirRule(server_default=False)
 
     def _submission(self, spec: JobSpec) -> Submission:
         site = [*spec.directives, *directive_line("#SBATCH", spec.extra_args)]

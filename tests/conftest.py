@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import fcntl
 import os
 import shutil
 import subprocess
 from pathlib import Path
 
 import pytest
-from live_services import env_file, lsf_bin_dir, unavailable
+from live_services import BatchLock, env_file, lsf_bin_dir, unavailable
 
 
 def slurm_conf_path() -> str | None:
@@ -87,8 +88,13 @@ def pbs_env() -> dict[str, str] | None:
         return None
     env = {**os.environ, **settings}
     try:
-        proc = subprocess.run([str(Path(bin_dir) / "qstat"), "-B"], env=env,
-                              capture_output=True, text=True, timeout=15)
+        proc = subprocess.run(
+            [str(Path(bin_dir) / "qstat"), "-B"],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=15,
+        )
     except (subprocess.TimeoutExpired, OSError):
         return None
     return env if proc.returncode == 0 else None
@@ -101,14 +107,16 @@ def lsf_env() -> dict[str, str] | None:
     the file `.ci/lsf-up.sh` writes ($GAHP_LSF_DIR/env, default /tmp/gahp-lsf/env), or None
     when it does not answer."""
     envdir = os.environ.get("LSF_ENVDIR") or env_file(
-        Path(os.environ.get("GAHP_LSF_DIR", "/tmp/gahp-lsf")) / "env").get("LSF_ENVDIR")
+        Path(os.environ.get("GAHP_LSF_DIR", "/tmp/gahp-lsf")) / "env"
+    ).get("LSF_ENVDIR")
     bin_dir = lsf_bin_dir(envdir) if envdir else None
     if not envdir or not bin_dir:
         return None
     env = {**os.environ, "LSF_ENVDIR": envdir}
     try:
-        proc = subprocess.run([str(Path(bin_dir) / "bqueues")], env=env,
-                              capture_output=True, text=True, timeout=15)
+        proc = subprocess.run(
+            [str(Path(bin_dir) / "bqueues")], env=env, capture_output=True, text=True, timeout=15
+        )
     except (subprocess.TimeoutExpired, OSError):
         return None
     return env if proc.returncode == 0 else None
@@ -146,23 +154,51 @@ def batch_env(slurm_env, sge_env, pbs_env, lsf_env):
 # -- running in parallel (pytest-xdist, `-n 2 --dist loadgroup` in pyproject.toml) --------------
 # Most of the suite's time is spent waiting for real services, so two workers run it. A worker
 # takes a whole group: each module is a group of its own (its module fixtures run once), except
-# the modules that share a real service with a test that stops it, which go into one group per
-# service: the batch systems (the outage tests stop slurmctld, sge_qmaster, pbs_server and
-# mbatchd; the HTCondor tests submit to every batch system and kill GAHPs) and the real BOINC
-# server (the fault tests stop Apache and MariaDB under it).
-BATCH_FIXTURES = frozenset({"slurm_env", "sge_env", "pbs_env", "lsf_env", "batch_env",
-                            "slurm_config", "sge_config", "openpbs_config", "lsf_config"})
+# the HTCondor modules, which share the personal HTCondors (and reconfigure them, and kill their
+# GAHPs) and form one group, and the real BOINC server's, whose fault tests stop Apache and
+# MariaDB under it. The batch systems are shared through a file lock (see BatchLock): a module
+# that uses them holds it shared while its tests run, so both workers use them at once, and the
+# outage tests (marked ``batch_outage``: they stop slurmctld, sge_qmaster, pbs_server, mbatchd)
+# hold it exclusive. The lock is per user and per machine, so concurrent runs of the suite by
+# one user (several checkouts) never see each other's outages either.
+BATCH_FIXTURES = frozenset(
+    {
+        "slurm_env",
+        "sge_env",
+        "pbs_env",
+        "lsf_env",
+        "batch_env",
+        "slurm_config",
+        "sge_config",
+        "openpbs_config",
+        "lsf_config",
+    }
+)
+HTCONDOR_DIRS = ("tests/htcondor/", "tests/htcondor_ce/")
 
+
+def uses_batch_systems(module: str, fixtures: set[str]) -> bool:
+    """Whether a test module talks to the live batch systems."""
+    return (
+        module.startswith(HTCONDOR_DIRS)
+        or module.endswith("_live.py")
+        or bool(fixtures & BATCH_FIXTURES)
+    )
 
 
 def service_group(module: str, fixtures: set[str]) -> str:
     """The xdist group of a test module, from its path and the fixtures its tests use."""
     if module.startswith("tests/boinc_real/") or module.endswith("test_htcondor_real_boinc.py"):
         return "real-boinc-server"
-    if (module.startswith(("tests/htcondor/", "tests/htcondor_ce/")) or module.endswith("_live.py")
-            or fixtures & BATCH_FIXTURES):
-        return "batch-systems"
+    if module.startswith(HTCONDOR_DIRS):
+        return "htcondor"
     return module
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers", "batch_outage: stops a batch system's server; has the batch systems to itself"
+    )
 
 
 @pytest.hookimpl(tryfirst=True)  # before xdist reads the groups
@@ -173,5 +209,34 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for module, its in modules.items():
         used = set().union(*(getattr(item, "fixturenames", ()) for item in its))
         group = service_group(module, used)
+        batch = uses_batch_systems(module, used)
         for item in its:
             item.add_marker(pytest.mark.xdist_group(group))
+            item.stash[BATCH_USER] = batch
+
+
+BATCH_USER = pytest.StashKey[bool]()
+BATCH_LOCK = BatchLock()
+
+
+def _lock_mode(item: pytest.Item | None) -> int | None:
+    """How a test holds the batch-systems lock: LOCK_EX, LOCK_SH, or None (not at all)."""
+    if item is None or not item.stash.get(BATCH_USER, False):
+        return None
+    return fcntl.LOCK_EX if item.get_closest_marker("batch_outage") else fcntl.LOCK_SH
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None):
+    """Hold the batch-systems lock over a test's setup, call and teardown, and on to the next
+    test of the same module when it needs the same mode (its module fixtures, a blahpd say,
+    live between the two: no outage may fall between them)."""
+    mode = _lock_mode(item)
+    if mode is not None:
+        BATCH_LOCK.hold(mode)
+    yield
+    same_module = (
+        nextitem is not None and nextitem.path == item.path and _lock_mode(nextitem) == mode
+    )
+    if not same_module:
+        BATCH_LOCK.release()

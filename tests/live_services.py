@@ -4,9 +4,12 @@ And how the settings files of the ``.ci/*-up.sh`` scripts are read."""
 
 from __future__ import annotations
 
+import fcntl
 import os
 import pwd
+import stat
 import subprocess
+import tempfile
 from pathlib import Path
 from typing import NoReturn
 
@@ -65,3 +68,46 @@ def local_user(name: str, what: str = "test") -> pwd.struct_passwd:
 def lsf_job_user() -> pwd.struct_passwd:
     """:data:`LSF_USER`, created when missing (as root)."""
     return local_user(LSF_USER, "LSF test")
+
+
+class BatchLock:
+    """The live batch systems, shared between the tests that use them (``fcntl.LOCK_SH``) and
+    taken whole by those that stop their servers (``fcntl.LOCK_EX``): an flock on a file of
+    this user's ($GAHP_BATCH_LOCK, default ``<tmp>/gahp-batch-systems-<uid>.lock``), so it holds
+    across pytest-xdist's workers and across concurrent runs. One holder per process."""
+
+    def __init__(self, path: str | None = None) -> None:
+        self.path = (
+            path
+            or os.environ.get("GAHP_BATCH_LOCK")
+            or os.path.join(tempfile.gettempdir(), f"gahp-batch-systems-{os.getuid()}.lock")
+        )
+        self._fd: int | None = None
+        self._mode: int | None = None
+
+    def _open(self) -> int:
+        fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+        info = os.fstat(fd)
+        if (
+            not stat.S_ISREG(info.st_mode)
+            or info.st_uid != os.getuid()
+            or info.st_mode & (stat.S_IWGRP | stat.S_IWOTH)
+        ):
+            os.close(fd)
+            raise RuntimeError(f"{self.path}: not a regular file of ours, writable by us only")
+        return fd
+
+    def hold(self, mode: int) -> None:
+        """Hold the lock in ``mode`` (waits for it; a held lock of the other mode is dropped
+        first, never converted in place, so two holders wanting LOCK_EX cannot deadlock)."""
+        if self._mode == mode:
+            return
+        self.release()
+        fd = self._open()
+        fcntl.flock(fd, mode)
+        self._fd, self._mode = fd, mode
+
+    def release(self) -> None:
+        if self._fd is not None:
+            os.close(self._fd)  # closing drops the flock
+        self._fd = self._mode = None

@@ -4,6 +4,7 @@ of either shows."""
 from __future__ import annotations
 
 import inspect
+import re
 from pathlib import Path
 
 from gahp_boinc import BoincClient, SyncBoincClient
@@ -28,3 +29,22 @@ def test_the_shutdown_bounds_of_the_protocol_reference():
     text = " ".join((DOCS / "protocol.md").read_text().split())
     assert f"`quit_grace` ({ServerOptions().quit_grace:g} s" in text
     assert f"{NinfgDialect.shutdown_time:g} s for the Ninf-G dialect" in text
+
+
+def test_the_readme_layout_names_only_modules_that_exist() -> None:
+    """Each ``*.py`` the README's layout section names is in the package on its line."""
+    root = DOCS.parent
+    text = (root / "README.md").read_text()
+    start = text.index("## Layout")
+    block = text[text.index("```", start) + 3 : text.index("```", text.index("```", start) + 3)]
+    package, missing, named = None, [], 0
+    for line in block.splitlines():
+        first = line.split("/", 1)[0]
+        if first.startswith("gahp_"):
+            package = first
+        for name in re.findall(r"\b(\w+\.py)\b", line):
+            named += 1
+            if package is None or not (root / package / name).is_file():
+                missing.append(f"{package}/{name}")
+    assert named > 30, block
+    assert not missing, missing

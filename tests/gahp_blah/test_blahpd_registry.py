@@ -161,6 +161,7 @@ def _controller_down(lrms: str, env: dict[str, str]) -> Iterator[None]:
             time.sleep(0.5)
 
 
+@pytest.mark.batch_outage
 def test_controller_down_last_known_states_then_the_true_ones(tmp_path: Path, live) -> None:
     lrms, env = live
     b = _blah(tmp_path, lrms, env, status_interval=1, command_timeout=8, stale_limit_s=600)
@@ -210,6 +211,7 @@ def test_controller_down_last_known_states_then_the_true_ones(tmp_path: Path, li
         b.close()
 
 
+@pytest.mark.batch_outage
 def test_outage_longer_than_the_stale_limit_is_an_error(tmp_path: Path, batch_env) -> None:
     env = batch_env("slurm")
     b = _blah(tmp_path, "slurm", env, status_interval=1, command_timeout=8, stale_limit_s=5)

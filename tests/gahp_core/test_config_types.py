@@ -28,9 +28,19 @@ from gahp_core import (
 @pytest.mark.parametrize(
     "value, expected",
     [
-        (True, True), (False, False), (1, True), (0, False),
-        ("true", True), ("False", False), ("YES", True), ("no", False), ("on", True),
-        ("Off", False), ("1", True), ("0", False), (" true ", True),
+        (True, True),
+        (False, False),
+        (1, True),
+        (0, False),
+        ("true", True),
+        ("False", False),
+        ("YES", True),
+        ("no", False),
+        ("on", True),
+        ("Off", False),
+        ("1", True),
+        ("0", False),
+        (" true ", True),
     ],
 )
 def test_strict_bool_accepts_the_usual_spellings(value, expected):
@@ -95,7 +105,9 @@ def test_path_and_string():
 def test_http_url():
     assert http_url("https://h.example/p/", "k") == "https://h.example/p/"
     assert http_url("http://127.0.0.1:8080/p", "k") == "http://127.0.0.1:8080/p"
-    with pytest.raises(ConfigError, match=r"^project URL must start with http:// or https://: 'ftp://x'$"):
+    with pytest.raises(
+        ConfigError, match=r"^project URL must start with http:// or https://: 'ftp://x'$"
+    ):
         http_url("ftp://x", "project URL")
     with pytest.raises(ConfigError, match="^project_url names no host: 'http:///p'"):
         http_url("http:///p", "project_url")
@@ -141,3 +153,35 @@ def test_load_settings_refuses_unknown_keys_naming_them():
         load_settings(Example, {"flga": True, "derived": 1}, prefix="driver.x.")
     with pytest.raises(ConfigError, match=r"^site must be a table$"):
         load_settings(Example, ["flag"], prefix="site.")  # type: ignore[arg-type]
+
+
+def test_mypy_checks_a_settings_field_against_its_converter(tmp_path: Path) -> None:
+    """setting() is typed as its converter's result: a field annotated otherwise is a mypy
+    error, a field without a default is Optional."""
+    mypy_api = pytest.importorskip("mypy.api")
+    module = tmp_path / "settings_check.py"
+    module.write_text(
+        "import attrs\n"
+        "from gahp_core import positive_int, positive_number, setting\n"
+        "@attrs.frozen\n"
+        "class Good:\n"
+        "    a: int = setting(positive_int, 3)\n"
+        "    b: float | None = setting(positive_number)\n"
+        "@attrs.frozen\n"
+        "class Bad:\n"
+        "    a: str = setting(positive_int, 3)\n"
+        "    b: float = setting(positive_number)\n"
+    )
+    out, _err, status = mypy_api.run(
+        [
+            "--no-incremental",
+            "--cache-dir",
+            str(tmp_path / "cache"),
+            "--config-file",
+            "",
+            str(module),
+        ]
+    )
+    errors = [line for line in out.splitlines() if ": error:" in line]
+    assert status == 1, out
+    assert [line.split(":")[1] for line in errors] == ["9", "10"], out

@@ -380,3 +380,19 @@ def test_reported_keeps_only_the_final_status(tmp_path):
     info = ForkDriver({}, tmp_path).status(job)  # a new driver (a restarted server) too
     assert info.status is JobStatus.COMPLETED and info.exit_code == 4
     assert b"secret-value" not in (drv.final_dir / job).read_bytes()
+
+
+@pytest.mark.parametrize(
+    "text",
+    ['{"phase": "running", "pgid": "12; kill"}', '{"phase": "gone"}', "[1, 2]", '{"pgid": 5}'],
+)
+def test_a_state_file_not_the_supervisors_is_an_error(fork_driver, tmp_path, text):
+    """A state.json the supervisor did not write (wrong types, unknown phase) is a clear
+    DriverError on every call that reads it, never a crash or a guess."""
+    jid = fork_driver.submit(JobSpec("/bin/true"))
+    wait_status(fork_driver, jid, JobStatus.COMPLETED)
+    (fork_driver.jobs_dir / jid / "state.json").write_text(text)
+    with pytest.raises(DriverError, match="state.json"):
+        fork_driver.status(jid)
+    with pytest.raises(DriverError, match="state.json"):
+        fork_driver.cancel(jid)

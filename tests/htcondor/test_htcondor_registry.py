@@ -89,8 +89,9 @@ class Outage:
                 time.sleep(0.1)
         elif self.system == "pbs":
             bin_dir = Path(self.env["GAHP_PBS_BIN_DIR"])
-            subprocess.run([str(bin_dir / "qterm"), "-t", "quick"], env=self.env, check=True,
-                           timeout=60)
+            subprocess.run(
+                [str(bin_dir / "qterm"), "-t", "quick"], env=self.env, check=True, timeout=60
+            )
             deadline = time.monotonic() + 20
             while self.answers() and time.monotonic() < deadline:
                 time.sleep(0.2)
@@ -102,12 +103,18 @@ class Outage:
     def start(self) -> None:
         if self.system == "slurm":
             conf = self.env["SLURM_CONF"]
-            subprocess.run(["/usr/sbin/slurmctld", "-f", conf], env=self.env, check=True,
-                           timeout=60)
+            subprocess.run(
+                ["/usr/sbin/slurmctld", "-f", conf], env=self.env, check=True, timeout=60
+            )
         elif self.system == "pbs":
             sbin = Path(self.env["GAHP_PBS_BIN_DIR"]).parent / "sbin"
-            subprocess.run([str(sbin / "pbs_server")], env=self.env, check=True, timeout=60,
-                           capture_output=True)
+            subprocess.run(
+                [str(sbin / "pbs_server")],
+                env=self.env,
+                check=True,
+                timeout=60,
+                capture_output=True,
+            )
         elif self.pid is not None:
             os.kill(self.pid, signal.SIGCONT)
 
@@ -132,6 +139,7 @@ def _mbatchd_pid() -> int | None:
     return None
 
 
+@pytest.mark.batch_outage
 @pytest.mark.parametrize("outage", ["slurm", "pbs+lsf"])
 def test_controller_outage_holds_no_job(need_htcondor, jobdirs, batch_env, outage) -> None:
     """Each system's server down while its jobs run (OpenPBS's and LSF's at once)."""
@@ -148,8 +156,10 @@ def test_controller_outage_holds_no_job(need_htcondor, jobdirs, batch_env, outag
     try:
         for (condor, system), (_, cluster) in clusters.items():
             wait_for(
-                lambda c=condor, k=cluster, n=JOBS[system]: len(ads := c.ads([k])) == n
-                and all(a.get("JobStatus") == RUNNING for a in ads.values()),
+                lambda c=condor, k=cluster, n=JOBS[system]: (
+                    len(ads := c.ads([k])) == n
+                    and all(a.get("JobStatus") == RUNNING for a in ads.values())
+                ),
                 180,
                 f"{condor}: the {system} jobs running",
             )
@@ -176,13 +186,17 @@ def test_controller_outage_holds_no_job(need_htcondor, jobdirs, batch_env, outag
             # blahpd answered the gridmanager's status requests during the outage, and none
             # with an error (the per-job path's command, or an outage beyond the limit).
             assert any("JobStatus = 2" in line for line in lines), (condor, lines[-5:])
-            failed = [ln for ln in lines if "did not answer" in ln or "has not answered" in ln
-                      or "failed (exit status" in ln]
+            failed = [
+                ln
+                for ln in lines
+                if "did not answer" in ln or "has not answered" in ln or "failed (exit status" in ln
+            ]
             assert not failed, (condor, failed[:3])
         for (condor, system), (jobdir, cluster) in clusters.items():
             ads = wait_for(
-                lambda c=condor, k=cluster, n=JOBS[system]: (h := c.in_history([k]))
-                and len(h) == n and h,
+                lambda c=condor, k=cluster, n=JOBS[system]: (
+                    (h := c.in_history([k])) and len(h) == n and h
+                ),
                 240,
                 f"{condor}: the {system} jobs finished",
             )
