@@ -39,6 +39,8 @@ from pathlib import Path
 
 import attrs
 
+from gahp_blah.errors import BlahError
+
 MARKER = "# written by `blahpd install-remote`"
 DEFAULT_DIR = "~/bosco/glite"
 MIN_PYTHON = (3, 11)
@@ -47,7 +49,7 @@ _COMMANDS = {"slurm": "sbatch", "pbs": "qsub", "lsf": "bsub", "sge": "qsub"}
 """The command each batch system's driver cannot work without (looked for on PATH)."""
 
 
-class InstallError(Exception):
+class InstallError(BlahError):
     """The installation cannot be made (a path that is unsafe or cannot be written)."""
 
 

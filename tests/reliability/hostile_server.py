@@ -128,7 +128,7 @@ class HostileServer:
                 buf = buf[length:]
                 path = head.split(b" ")[1].decode()
                 mode = path.split("/")[1]
-                download = "get_output.php" in path
+                download = "get_output" in path  # get_output.php, get_output2.php
                 if not self._reply(conn, mode, download):
                     return
         except OSError:

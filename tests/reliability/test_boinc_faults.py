@@ -121,7 +121,7 @@ def test_interrupted_download_leaves_destination_untouched(
     out = tmp_path / "out"
     out.mkdir()
     (out / "result.txt").write_text("precious\n")
-    emulator.inject_fault(kind, count=1, rpc="get_output")
+    emulator.inject_fault(kind, count=1, rpc="get_output2")
     res = gahp.call(
         "BOINC_FETCH_OUTPUT", "dl#0", str(out), "err.txt", "ALL", "1", "out", "result.txt"
     )

@@ -103,7 +103,8 @@ async def main():
     client = BoincRpc.make_client(60) if via == "httpx" else None
     rpc = BoincRpc(client, timeout=60)
     try:
-        print(await rpc.download_output(Project(url, "auth"), "job", 0, Path(dest)))
+        # result_id given: the download itself, with no query_completed_job before it
+        print(await rpc.download_output(Project(url, "auth"), "job", 0, Path(dest), result_id=1))
     finally:
         await rpc.aclose()
 

@@ -163,7 +163,8 @@ def test_blahpd_refuses_a_state_directory_another_user_made(
     # It does not start (a clear line, no traceback), so it writes no job spec or proxy
     # record where the attacker could swap or read them.
     assert proc.returncode != 0, proc.stdout
-    assert "cannot start: blahpd state directory is unsafe" in proc.stderr, proc.stderr
+    assert "cannot start:" in proc.stderr, proc.stderr
+    assert "blahpd state directory is unsafe" in proc.stderr, proc.stderr
     assert str(state) in proc.stderr and ATTACKER in proc.stderr or "symbolic link" in proc.stderr
     assert "Traceback" not in proc.stderr
     assert not any(state.iterdir())
