@@ -64,8 +64,8 @@ def add_core_options(parser: argparse.ArgumentParser, log_env: str = "GAHP_LOG")
         "--slow-handler",
         metavar="SECONDS",
         type=float,
-        default=float(os.environ.get("GAHP_SLOW_HANDLER", "0.25")),
-        help="log a warning when a handler holds the event loop longer (0: never; default 0.25)",
+        default=float(os.environ.get("GAHP_SLOW_HANDLER", "1.0")),
+        help="log a warning when a handler holds the event loop longer (0: never; default 1)",
     )
 
 

@@ -26,7 +26,7 @@ class ServerOptions:
     """Above this many pending requests answer ``F Threads limit reached``; 0: no limit."""
     max_line: int = 64 * 1024 * 1024
     """Longest request line accepted, in bytes."""
-    slow_handler: float = 0.25
+    slow_handler: float = 1.0
     """A handler that holds the event loop longer than this many seconds is logged at
     WARNING, by command name (a blocking call in an ``async def``); 0: never."""
     quit_grace: float = 0.5

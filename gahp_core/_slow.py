@@ -5,7 +5,9 @@ client) stops every other request while it runs, and nothing else shows it. The 
 keeps a heartbeat on its loop (a callback every quarter of ``ServerOptions.slow_handler``);
 a watchdog thread that sees the heartbeat late by more than the threshold looks at the
 loop thread's stack, names the command whose handler is on it, and logs a WARNING; a
-second one, with the time it took, when the loop runs again. It costs nothing per request.
+second one, with the time it took, when the loop runs again. It costs nothing per request;
+idle, the beats cost about 1 ms of CPU a second at the default 1 s threshold (8 ms at
+0.25 s).
 """
 
 from __future__ import annotations
