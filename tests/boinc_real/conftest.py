@@ -71,6 +71,19 @@ class RealBoinc:
     collect_app: str = ""  # an app with BOINC's batch-collect assimilator
     gzip_app: str = ""  # an app whose output the volunteer gzips
 
+    def blahpd_config(self, where: Path) -> Path:
+        """A blahpd.toml in ``where`` for the boinc driver on this project (state in
+        ``where/state``; the authenticator in a 0600 file beside it)."""
+        auth = where / "authenticator"
+        auth.write_text(self.auth + "\n")
+        auth.chmod(0o600)
+        conf = where / "blah.toml"
+        conf.write_text(
+            f'state_dir = "{where / "state"}"\n'
+            f'[driver.boinc]\nproject_url = "{self.url}"\nauthenticator_file = "{auth}"\n'
+        )
+        return conf
+
     def sql(self, query: str, timeout: float = 30.0) -> list[dict[str, str]]:
         """Rows of a query on the project's own database (mysql client, tab-separated;
         newlines and tabs in values come escaped as ``\\n`` and ``\\t``)."""

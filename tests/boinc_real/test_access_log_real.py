@@ -43,14 +43,7 @@ def test_the_authenticator_is_in_no_url_of_the_access_log(real_boinc, tmp_path: 
     assert gahp.call("BOINC_SET_LEASE", f"{tag}_g", str(int(time.time()) + 7200)) == ["NULL"]
 
     # blahpd's boinc driver: submit (its status and outputs are polled below)
-    auth = tmp_path / "authenticator"
-    auth.write_text(real_boinc.auth + "\n")
-    auth.chmod(0o600)
-    conf = tmp_path / "blah.toml"
-    conf.write_text(
-        f'state_dir = "{tmp_path / "state"}"\n'
-        f'[driver.boinc]\nproject_url = "{real_boinc.url}"\nauthenticator_file = "{auth}"\n'
-    )
+    conf = real_boinc.blahpd_config(tmp_path)
     blah = GahpClient([*BLAHPD, "--config", str(conf), "--log", str(tmp_path / "blah.log")])
     res = blah.call(
         "BLAH_JOB_SUBMIT",

@@ -42,14 +42,7 @@ def test_collected_and_gzipped_outputs(real_boinc, tmp_path: Path) -> None:
     )
     assert gahp.call("BOINC_SUBMIT", *args, timeout=300) == ["NULL"]
 
-    conf = tmp_path / "blah.toml"
-    auth = tmp_path / "authenticator"
-    auth.write_text(real_boinc.auth + "\n")
-    auth.chmod(0o600)
-    conf.write_text(
-        f'state_dir = "{tmp_path / "state"}"\n'
-        f'[driver.boinc]\nproject_url = "{real_boinc.url}"\nauthenticator_file = "{auth}"\n'
-    )
+    conf = real_boinc.blahpd_config(tmp_path)
     blah = GahpClient([*BLAHPD, "--config", str(conf), "--log", str(tmp_path / "blah.log")])
     res = blah.call(
         "BLAH_JOB_SUBMIT",

@@ -46,14 +46,7 @@ class Jobs:
 @pytest.fixture(scope="module")
 def jobs(real_boinc, tmp_path_factory):
     tmp = tmp_path_factory.mktemp("real blahpd")
-    auth = tmp / "authenticator"
-    auth.write_text(real_boinc.auth + "\n")
-    auth.chmod(0o600)
-    conf = tmp / "blah.toml"
-    conf.write_text(
-        f'state_dir = "{tmp / "state"}"\n'
-        f'[driver.boinc]\nproject_url = "{real_boinc.url}"\nauthenticator_file = "{auth}"\n'
-    )
+    conf = real_boinc.blahpd_config(tmp)
     work = tmp / "work dir"
     work.mkdir()
     stamp = f"{time.time():.6f}"

@@ -106,14 +106,7 @@ def test_blahpd_submit_ad_priority_and_target_reach_the_workunit(real_boinc, tmp
 
     host = real_boinc.sql("SELECT id FROM host ORDER BY id DESC LIMIT 1")
     host_id = int(host[0]["id"]) if host else 0
-    auth = tmp_path / "authenticator"
-    auth.write_text(real_boinc.auth + "\n")
-    auth.chmod(0o600)
-    conf = tmp_path / "blah.toml"
-    conf.write_text(
-        f'state_dir = "{tmp_path / "state"}"\n'
-        f'[driver.boinc]\nproject_url = "{real_boinc.url}"\nauthenticator_file = "{auth}"\n'
-    )
+    conf = real_boinc.blahpd_config(tmp_path)
     (tmp_path / "in.txt").write_text("blah options\n")
     blah = GahpClient([sys.executable, "-m", "gahp_blah", "--config", str(conf)])
     try:
