@@ -1,8 +1,10 @@
 """The BLAH backend: BLAH_* commands over gahp_lrms job drivers, as a gahp_core plugin.
 
-Handlers are plain functions (batch-system commands block), so they run in the core's
-bounded worker pool. Every failure is an error result with the field count HTCondor
-checks: 4 for submit, 5 for status, 3 for the others.
+Handlers are coroutines on the server's event loop: they await the job driver (whose
+blocking work, if any, runs in the core's bounded worker pool: see :mod:`gahp_lrms.base`)
+and run their own blocking work (the site's submit hook, proxy files) there too. Every
+failure is an error result with the field count HTCondor checks: 4 for submit, 5 for
+status, 3 for the others.
 """
 
 from __future__ import annotations
@@ -14,8 +16,7 @@ import getpass
 import logging
 import os
 import sys
-import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 from typing import TypeVar
 
@@ -43,6 +44,7 @@ from gahp_core import (
     write_private,
 )
 from gahp_lrms import Driver, DriverError, JobSpec, get_driver
+from gahp_lrms.base import RunInWorker
 
 log = logging.getLogger("gahp.blah")
 
@@ -87,53 +89,60 @@ string as it stands."""
 
 
 class BlahBackend:
-    """Drivers by gridtype, created on first use and shared by the worker threads."""
+    """Drivers by gridtype, created on first use; ``run_in_worker`` runs blocking work (the
+    server's bounded worker pool; by default :func:`asyncio.to_thread`)."""
 
-    def __init__(
-        self,
-        config: BlahConfig,
-        event_loop: Callable[[], asyncio.AbstractEventLoop | None] = lambda: None,
-    ) -> None:
+    def __init__(self, config: BlahConfig, run_in_worker: RunInWorker | None = None) -> None:
         self.config = config
-        self._event_loop = event_loop
+        self._run: RunInWorker = run_in_worker or asyncio.to_thread
         self._drivers: dict[str, Driver] = {}
-        self._lock = threading.Lock()
+        self._making: dict[str, asyncio.Future[Driver]] = {}
         self.missing: str | None = None
         """Why no job can be submitted (the ClassAd library is not installed), or None."""
 
-    def driver(self, lrms: str) -> Driver:
+    async def driver(self, lrms: str) -> Driver:
+        """The driver of ``lrms``, made on first use (in a worker: a driver's set-up may
+        read files or run a command); requests meanwhile wait for the same one."""
+        drv = self._drivers.get(lrms)
+        if drv is not None:
+            return drv
         if lrms not in self.config.drivers:
             raise Failure(
                 f"batch system {lrms!r} is not supported here "
                 f"(enabled: {', '.join(self.config.drivers)})"
             )
-        with self._lock:
-            drv = self._drivers.get(lrms)
-            if drv is None:
-                options = self.config.driver_options.get(lrms, {})
-                drv = get_driver(
-                    lrms, options, self.config.state_dir / lrms, loop=self._event_loop()
-                )
-                self._drivers[lrms] = drv
-            return drv
+        making = self._making.get(lrms)
+        if making is None:
+            making = self._making[lrms] = asyncio.ensure_future(self._make(lrms))
+        try:
+            return await asyncio.shield(making)
+        finally:
+            if making.done():
+                self._making.pop(lrms, None)
+
+    async def _make(self, lrms: str) -> Driver:
+        options = self.config.driver_options.get(lrms, {})
+        drv: Driver = await self._run(
+            lambda: get_driver(lrms, options, self.config.state_dir / lrms, run_in_worker=self._run)
+        )
+        self._drivers[lrms] = drv
+        return drv
 
     async def aclose(self) -> None:
         """At shutdown: let each driver made end its waits and release what it holds."""
-        with self._lock:
-            drivers = list(self._drivers.values())
-        for drv in drivers:
+        for drv in list(self._drivers.values()):
             try:
                 await drv.aclose()
             except Exception:
                 log.exception("closing the %s driver failed", drv.name)
 
-    def _job(self, text: str) -> tuple[JobId, Driver]:
+    async def _job(self, text: str) -> tuple[JobId, Driver]:
         jid = parse_job_id(text)
-        return jid, self.driver(jid.lrms)
+        return jid, await self.driver(jid.lrms)
 
-    # ---- handlers (worker pool) -------------------------------------------------------------
+    # ---- handlers (on the event loop) -------------------------------------------------------
 
-    def submit(self, args: Sequence[str]) -> tuple[str, ...]:
+    async def submit(self, args: Sequence[str]) -> tuple[str, ...]:
         if self.missing is not None:
             raise Failure(self.missing)
         site = self.config.site
@@ -144,11 +153,12 @@ class BlahBackend:
             expressions=wanted,
             strings=site.passed_attributes(),
         )
-        drv = self.driver(ad.gridtype)
-        native = drv.submit(self._with_site_directives(ad))
+        drv = await self.driver(ad.gridtype)
+        spec = await self._run(self._with_site_directives, ad)
+        native = await drv.submit(spec)
         jid = make_job_id(ad.gridtype, native)
         if ad.proxy:
-            self._remember_proxy(jid, ad.proxy)
+            await self._run(self._remember_proxy, jid, ad.proxy)
         log.info("submitted %s", jid)
         if ad.unknown:
             log.info("job %s: attributes not used by blahpd: %s", jid, ", ".join(ad.unknown))
@@ -176,57 +186,60 @@ class BlahBackend:
         except (TypeError, ValueError) as exc:
             raise Failure(f"site script {script} printed an unusable line: {exc}") from None
 
-    def status(self, args: Sequence[str]) -> tuple[str, ...]:
-        jid, drv = self._job(args[0])
-        info = drv.status(jid.native)
+    async def status(self, args: Sequence[str]) -> tuple[str, ...]:
+        jid, drv = await self._job(args[0])
+        info = await drv.status(jid.native)
         reply = (*OK, str(int(info.status)), status_ad(jid.native, info))
         if info.finished:
             # Its final status is answered: the client will not ask again. Drop what is
             # kept of it (a fork job's spec holds its environment; the proxy record).
-            self._forget(jid, drv)
+            await self._forget(jid, drv)
         return reply
 
-    def _forget(self, jid: JobId, drv: Driver) -> None:
+    async def _forget(self, jid: JobId, drv: Driver) -> None:
         try:
-            drv.reported(jid.native)
-            self._forget_proxy(jid)
+            await drv.reported(jid.native)
+            await self._run(self._forget_proxy, jid)
         except (DriverError, OSError) as exc:
             log.warning("cannot drop what is kept of finished job %s: %s", jid, exc)
 
-    def cancel(self, args: Sequence[str]) -> tuple[str, ...]:
-        jid, drv = self._job(args[0])
-        drv.cancel(jid.native)
+    async def cancel(self, args: Sequence[str]) -> tuple[str, ...]:
+        jid, drv = await self._job(args[0])
+        await drv.cancel(jid.native)
         return OK
 
-    def hold(self, args: Sequence[str]) -> tuple[str, ...]:
-        jid, drv = self._job(args[0])
-        drv.hold(jid.native)
+    async def hold(self, args: Sequence[str]) -> tuple[str, ...]:
+        jid, drv = await self._job(args[0])
+        await drv.hold(jid.native)
         return OK
 
-    def resume(self, args: Sequence[str]) -> tuple[str, ...]:
-        jid, drv = self._job(args[0])
-        drv.resume(jid.native)
+    async def resume(self, args: Sequence[str]) -> tuple[str, ...]:
+        jid, drv = await self._job(args[0])
+        await drv.resume(jid.native)
         return OK
 
-    def refresh_proxy(self, args: Sequence[str]) -> tuple[str, ...]:
-        jid, drv = self._job(args[0])
+    async def refresh_proxy(self, args: Sequence[str]) -> tuple[str, ...]:
+        jid, drv = await self._job(args[0])
         new = Path(args[1])
-        if not new.is_file() or not os.access(new, os.R_OK):
+        if not await self._run(_readable_file, new):
             raise Failure(f"proxy file {new} is not a readable file")
-        info = drv.status(jid.native)
+        info = await drv.status(jid.native)
         if info.finished:
             # A renewal racing the job's end: nothing to do, and no error (an error result
             # makes the gridmanager hold a job that completed), as the C blahp answers.
             return ("0", "No proxy to renew - job finished")
+        await self._run(self._renew_proxy, jid, new)
+        return OK
+
+    def _renew_proxy(self, jid: JobId, new: Path) -> None:
         old = self._recorded_proxy(jid)
         if old is not None and old.resolve() != new.resolve():
             _replace_proxy(new, old)
-        return OK
 
-    def ping(self, args: Sequence[str]) -> tuple[str, ...]:
+    async def ping(self, args: Sequence[str]) -> tuple[str, ...]:
         if self.missing is not None:
             raise Failure(self.missing)
-        self.driver(args[0]).ping()
+        await (await self.driver(args[0])).ping()
         return OK
 
     # ---- proxies ----------------------------------------------------------------------------
@@ -277,6 +290,10 @@ class BlahBackend:
         ]
 
 
+def _readable_file(path: Path) -> bool:
+    return path.is_file() and os.access(path, os.R_OK)
+
+
 def _replace_proxy(new: Path, old: Path) -> None:
     """Put the renewed proxy ``new`` in place of ``old``: written to a new 0600 file of a
     random name beside it (nobody else can have made or opened it), on disk, then renamed
@@ -289,13 +306,15 @@ def _replace_proxy(new: Path, old: Path) -> None:
     write_private(old, data)
 
 
-def _errors(handler: Callable[[Sequence[str]], T]) -> Callable[[Sequence[str]], T]:
+def _errors(
+    handler: Callable[[Sequence[str]], Awaitable[T]],
+) -> Callable[[Sequence[str]], Awaitable[T]]:
     """Let expected failures through with their message; describe unexpected ones. Secrets
     registered with the process's redactor never reach the client."""
 
-    def run(args: Sequence[str]) -> T:
+    async def run(args: Sequence[str]) -> T:
         try:
-            return handler(args)
+            return await handler(args)
         except Exception as exc:
             if not isinstance(exc, (*EXPECTED, OSError)):
                 log.exception("unexpected failure")
@@ -348,7 +367,7 @@ def gahp_commands(context: BackendContext) -> list[Command]:
     for warning in config.warnings:
         context.warn(f"blah.config: {warning}")
     os.environ.update(config.exports)  # as the C blahp's scripts source blah.config
-    backend = BlahBackend(config, context.event_loop)
+    backend = BlahBackend(config, context.run_in_worker)
     backend.missing = classad_problem()
     if backend.missing is not None:
         context.warn(f"blahpd: {backend.missing}; every submit and ping is refused")

@@ -3,28 +3,27 @@
 ``get_driver(name, config, state_dir)`` builds one: ``fork`` (this host), ``slurm``, ``pbs``,
 ``sge`` (Grid Engine), ``lsf``, ``boinc`` (a BOINC project, through gahp_boinc).
 Third-party drivers register with :func:`register_driver` or the ``gahp.lrms`` entry-point
-group (a ``Driver`` subclass, or a callable with the same signature as the constructor).
-A driver whose constructor also takes a keyword ``loop`` is given the server's running
-event loop, to run its coroutines there (see :func:`get_driver`). Each driver's options are
-typed by its ``config_class`` (see :mod:`gahp_lrms.config`); :func:`driver_config` checks
-them without building the driver.
+group (a :class:`Driver` or :class:`BlockingDriver` subclass, or a callable with the same
+signature as the constructor). The API is asynchronous (:class:`Driver`); a blocking
+driver is adapted by :func:`get_driver` (see :mod:`gahp_lrms.base`). Each driver's options
+are typed by its ``config_class`` (see :mod:`gahp_lrms.config`); :func:`driver_config`
+checks them without building the driver.
 """
 
 from __future__ import annotations
 
-import asyncio
-import inspect
 from collections.abc import Callable, Mapping
 from importlib.metadata import entry_points
 from pathlib import Path
 from typing import Any
 
 from gahp_core import UnsafePath, private_dir, setting_names
-from gahp_lrms.base import Driver, driver_settings
+from gahp_lrms.base import BlockingDriver, Driver, RunInWorker, as_driver, driver_settings
 from gahp_lrms.config import DriverConfig
 from gahp_lrms.model import DriverError, JobInfo, JobSpec, JobStatus
 
 __all__ = [
+    "BlockingDriver",
     "Driver",
     "DriverError",
     "JobInfo",
@@ -36,8 +35,8 @@ __all__ = [
     "register_driver",
 ]
 
-DriverFactory = Callable[..., Driver]
-"""``factory(config, state_dir)``, or ``factory(config, state_dir, loop=...)``."""
+DriverFactory = Callable[..., Driver | BlockingDriver]
+"""``factory(config, state_dir)``."""
 
 _BUILTIN = {
     "fork": "gahp_lrms.fork:ForkDriver",
@@ -94,12 +93,12 @@ def get_driver(
     config: Mapping[str, Any] | None,
     state_dir: Path,
     *,
-    loop: asyncio.AbstractEventLoop | None = None,
+    run_in_worker: RunInWorker | None = None,
 ) -> Driver:
     """A driver for batch system ``name`` with its ``config``; ``state_dir`` holds whatever it
-    must keep across server restarts (created if missing). ``loop``: the server's event loop,
-    running in another thread, for a driver that takes one (its methods, called from worker
-    threads, then run their coroutines on it instead of on a loop of their own)."""
+    must keep across server restarts (created if missing). A blocking driver is adapted
+    (:class:`~gahp_lrms.base.ThreadedDriver`): its calls run with ``run_in_worker`` (by
+    default :func:`asyncio.to_thread`)."""
     factory = _load(name)
     if factory is None:
         raise DriverError(
@@ -112,18 +111,4 @@ def get_driver(
         raise DriverError(str(exc)) from None
     except OSError as exc:
         raise DriverError(f"cannot create state directory {state_dir}: {exc}") from exc
-    if loop is not None and _takes_loop(factory):
-        return factory(dict(config or {}), state_dir, loop=loop)
-    return factory(dict(config or {}), state_dir)
-
-
-def _takes_loop(factory: DriverFactory) -> bool:
-    try:
-        params = inspect.signature(factory).parameters.values()
-    except (TypeError, ValueError):
-        return False
-    return any(
-        (p.name == "loop" and p.kind in (p.KEYWORD_ONLY, p.POSITIONAL_OR_KEYWORD))
-        or p.kind is p.VAR_KEYWORD
-        for p in params
-    )
+    return as_driver(factory(dict(config or {}), state_dir), run_in_worker)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import abc
+import asyncio
 import contextlib
 import enum
 import logging
@@ -11,9 +12,9 @@ import re
 import subprocess
 import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any, ClassVar, cast
 
 import attrs
 
@@ -27,15 +28,20 @@ from gahp_lrms.model import (
     JobStatus,
     untracked_environ,
 )
-from gahp_lrms.registry import RegistryHolder
+from gahp_lrms.registry import DriverRegistry
 
 __all__ = [
     "DEFAULT_TIMEOUT",
+    "BlockingDriver",
     "CancelMark",
     "CommandDriver",
     "Driver",
+    "Features",
+    "RunInWorker",
     "Submission",
+    "ThreadedDriver",
     "WorkdirRule",
+    "as_driver",
     "driver_settings",
     "run_command",
 ]
@@ -59,21 +65,15 @@ def driver_settings(
         raise DriverError(f"{exc}" if prefix else f"{name} driver: {exc}") from None
 
 
-class Driver(abc.ABC):
-    """A local batch system as seen by a GAHP server.
+RunInWorker = Callable[..., Awaitable[Any]]
+"""``await run_in_worker(fn, *args)``: ``fn(*args)`` run in a worker thread (by default
+:func:`asyncio.to_thread`; a GAHP server passes its bounded worker pool's)."""
 
-    All methods are synchronous and may block for a command's timeout: the server calls them
-    from a bounded worker pool.  Native ids contain no whitespace and stay valid for a new
-    driver object built with the same configuration and ``state_dir`` (a restarted server).
 
-    An id the batch system no longer knows (or never knew) gets a definite answer:
-    ``status`` returns ``COMPLETED`` with ``exit_code=None`` and an ``exit_reason`` saying so;
-    ``cancel`` of such a job, or of a finished one, does nothing.  ``hold``/``resume`` of a job
-    that cannot be held/resumed raise :class:`DriverError`.  A batch system that does not
-    answer (down, timeout) always raises :class:`DriverError`, never a guessed status.
-    """
+class _Options:
+    """A driver's name, options and state directory (what both kinds of driver share)."""
 
-    name: ClassVar[str]
+    name: str
     config_class: ClassVar[type[DriverConfig]] = DriverConfig
     """The driver's options, typed (see :mod:`gahp_lrms.config`): built in ``__init__`` as
     :attr:`settings`; an unknown key or a wrong type is refused there."""
@@ -93,13 +93,110 @@ class Driver(abc.ABC):
         """Every option key the driver accepts."""
         return setting_names(cls.config_class) | cls.config_keys
 
+
+class Driver(_Options, abc.ABC):
+    """A local batch system as seen by a GAHP server: the API callers use, asynchronous
+    (as httpx's ``AsyncClient``). Every method is awaited on the server's event loop and
+    must not block it.
+
+    Native ids contain no whitespace and stay valid for a new driver object built with the
+    same configuration and ``state_dir`` (a restarted server).
+
+    An id the batch system no longer knows (or never knew) gets a definite answer:
+    ``status`` returns ``COMPLETED`` with ``exit_code=None`` and an ``exit_reason`` saying so;
+    ``cancel`` of such a job, or of a finished one, does nothing.  ``hold``/``resume`` of a job
+    that cannot be held/resumed raise :class:`DriverError`.  A batch system that does not
+    answer (down, timeout) always raises :class:`DriverError`, never a guessed status.
+
+    Two kinds of driver implement it:
+
+    * a native one subclasses :class:`Driver` and awaits its own I/O (the ``boinc`` driver:
+      HTTP on the server's loop, no thread of its own);
+    * a blocking one subclasses :class:`BlockingDriver` (or :class:`CommandDriver`) and
+      writes the same methods as plain functions that may block for a command's timeout.
+      It is adapted once, here, by :class:`ThreadedDriver` (which :func:`as_driver` and
+      :func:`gahp_lrms.get_driver` put around it): each call runs in a worker thread, and
+      the status registry (see :mod:`gahp_lrms.registry`) lives on the loop, fed by the
+      driver's ``bulk_status`` and ``status`` when its :attr:`BlockingDriver.features`
+      declare ``bulk_status``.
+    """
+
+    @abc.abstractmethod
+    async def submit(self, spec: JobSpec) -> str:
+        """Start or queue the job; return its native id."""
+
+    @abc.abstractmethod
+    async def status(self, native_id: str) -> JobInfo:
+        """Current state of a job."""
+
+    @abc.abstractmethod
+    async def cancel(self, native_id: str) -> None:
+        """Remove the job, killing it if it runs; afterwards its status is REMOVED."""
+
+    @abc.abstractmethod
+    async def hold(self, native_id: str) -> None:
+        """Keep a queued job from starting (or suspend a running one where supported)."""
+
+    @abc.abstractmethod
+    async def resume(self, native_id: str) -> None:
+        """Undo :meth:`hold`."""
+
+    @abc.abstractmethod
+    async def ping(self) -> None:
+        """Return if the batch system answers; raise :class:`DriverError` otherwise."""
+
+    async def limit_status_interval(self, seconds: float) -> None:  # noqa: B027 (optional)
+        """A caller polls every ``seconds``: answer :meth:`status` with states at most
+        that old (a driver that caches states shortens its cache). By default nothing."""
+
+    async def forget(self, native_id: str) -> None:  # noqa: B027 (optional)
+        """The caller will not ask about this (finished or cancelled) job again: drop
+        what is kept of it. By default nothing."""
+
+    async def reported(self, native_id: str) -> None:  # noqa: B027 (optional)
+        """The job's final status has been answered to the client: remove the files kept
+        for it that hold its secrets or grow with every job (a cached final state may
+        stay, so that a repeated question still gets the same answer). By default
+        nothing."""
+
+    async def aclose(self) -> None:  # noqa: B027 (optional, empty by default)
+        """Called once when the server stops, on its event loop: end waits and release
+        what the driver holds. Jobs must survive it (a new driver object on the same
+        ``state_dir`` takes them over). By default nothing."""
+
+
+@attrs.frozen
+class Features:
+    """What a :class:`BlockingDriver` offers beyond the required methods, declared by the
+    driver (its :attr:`~BlockingDriver.features`), not guessed from what it overrides."""
+
+    bulk_status: bool = False
+    """It defines :meth:`~BlockingDriver.bulk_status` (many jobs, few queries): its
+    states come from a status registry, unless its options say ``status_registry =
+    false`` (the options must then be a :class:`~gahp_lrms.config.RegistryConfig`)."""
+
+
+class BlockingDriver(_Options, abc.ABC):
+    """A driver written as blocking functions: the methods of :class:`Driver`, each a plain
+    function that may block for a command's timeout (it runs in a worker thread, see
+    :class:`ThreadedDriver`; several run at once, so a driver guards its own state).
+
+    :meth:`status` answers for one job, asking the batch system (or the driver's records);
+    a driver that can describe many jobs with one query also defines :meth:`bulk_status`
+    and declares it in :attr:`features`: the adapter then answers status from a
+    :class:`~gahp_lrms.registry.StatusRegistry` built from the two.
+    """
+
+    features: ClassVar[Features] = Features()
+    """What the driver offers beyond the required methods."""
+
     @abc.abstractmethod
     def submit(self, spec: JobSpec) -> str:
         """Start or queue the job; return its native id."""
 
     @abc.abstractmethod
     def status(self, native_id: str) -> JobInfo:
-        """Current state of a job."""
+        """Current state of a job (for this job alone)."""
 
     @abc.abstractmethod
     def cancel(self, native_id: str) -> None:
@@ -117,24 +214,96 @@ class Driver(abc.ABC):
     def ping(self) -> None:
         """Return if the batch system answers; raise :class:`DriverError` otherwise."""
 
+    def bulk_status(self, native_ids: Sequence[str]) -> Mapping[str, JobInfo]:
+        """States of many jobs from as few queries as possible (at most 3, whatever their
+        number); ids left out are asked with :meth:`status`. Only called when
+        :attr:`features` declare it."""
+        raise NotImplementedError(f"{type(self).__name__} declares no bulk_status")
+
     def limit_status_interval(self, seconds: float) -> None:  # noqa: B027 (optional)
-        """A caller polls every ``seconds``: answer :meth:`status` with states at most
-        that old (a driver that caches states shortens its cache). By default nothing."""
+        """As :meth:`Driver.limit_status_interval`; must not block. By default nothing."""
 
     def forget(self, native_id: str) -> None:  # noqa: B027 (optional)
-        """The caller will not ask about this (finished or cancelled) job again: drop
-        what is kept of it. By default nothing."""
+        """As :meth:`Driver.forget`. By default nothing."""
 
     def reported(self, native_id: str) -> None:  # noqa: B027 (optional)
-        """The job's final status has been answered to the client: remove the files kept
-        for it that hold its secrets or grow with every job (a cached final state may
-        stay, so that a repeated question still gets the same answer). By default
-        nothing."""
+        """As :meth:`Driver.reported`. By default nothing."""
 
     async def aclose(self) -> None:  # noqa: B027 (optional, empty by default)
-        """Called once when the server stops, on its event loop: end waits and release
-        what the driver holds. Jobs must survive it (a new driver object on the same
-        ``state_dir`` takes them over). By default nothing."""
+        """As :meth:`Driver.aclose` (on the event loop). By default nothing."""
+
+
+class ThreadedDriver(Driver):
+    """A :class:`BlockingDriver` as a :class:`Driver`: each call runs in a worker thread
+    (``run_in_worker``), the status registry (when the driver declares ``bulk_status``)
+    on the caller's event loop. The blocking driver is :attr:`blocking`."""
+
+    def __init__(self, blocking: BlockingDriver, run_in_worker: RunInWorker | None = None) -> None:
+        # not Driver.__init__: the options are the blocking driver's, read already
+        self.blocking = blocking
+        self.name = blocking.name
+        self.config = blocking.config
+        self.settings = blocking.settings
+        self.state_dir = blocking.state_dir
+        self._run: RunInWorker = run_in_worker or asyncio.to_thread
+        self.statuses = DriverRegistry.of(blocking, self._bulk, self._direct)
+        """The driver's status registry (disabled when it has no bulk query)."""
+
+    async def _bulk(self, native_ids: Sequence[str]) -> Mapping[str, JobInfo]:
+        return cast("Mapping[str, JobInfo]", await self._run(self.blocking.bulk_status, native_ids))
+
+    async def _direct(self, native_id: str) -> JobInfo:
+        return cast("JobInfo", await self._run(self.blocking.status, native_id))
+
+    async def submit(self, spec: JobSpec) -> str:
+        native_id = cast("str", await self._run(self.blocking.submit, spec))
+        self.statuses.track(native_id)  # its first status can come from the next bulk query
+        return native_id
+
+    async def status(self, native_id: str) -> JobInfo:
+        return await self.statuses.status(native_id)
+
+    async def _changing(self, method: Callable[[str], None], native_id: str) -> None:
+        """Run a request that changes the job; its next status is asked directly."""
+        try:
+            await self._run(method, native_id)
+        finally:
+            self.statuses.invalidate(native_id)
+
+    async def cancel(self, native_id: str) -> None:
+        await self._changing(self.blocking.cancel, native_id)
+
+    async def hold(self, native_id: str) -> None:
+        await self._changing(self.blocking.hold, native_id)
+
+    async def resume(self, native_id: str) -> None:
+        await self._changing(self.blocking.resume, native_id)
+
+    async def ping(self) -> None:
+        await self._run(self.blocking.ping)
+
+    async def limit_status_interval(self, seconds: float) -> None:
+        self.statuses.limit_interval(seconds)
+        self.blocking.limit_status_interval(seconds)
+
+    async def forget(self, native_id: str) -> None:
+        self.statuses.forget(native_id)
+        await self._run(self.blocking.forget, native_id)
+
+    async def reported(self, native_id: str) -> None:
+        await self._run(self.blocking.reported, native_id)
+
+    async def aclose(self) -> None:
+        await self.statuses.aclose()
+        await self.blocking.aclose()
+
+
+def as_driver(driver: Driver | BlockingDriver, run_in_worker: RunInWorker | None = None) -> Driver:
+    """``driver`` as the asynchronous API: itself, or a blocking one adapted by
+    :class:`ThreadedDriver` (its calls run with ``run_in_worker``)."""
+    if isinstance(driver, BlockingDriver):
+        return ThreadedDriver(driver, run_in_worker)
+    return driver
 
 
 @attrs.frozen
@@ -175,7 +344,7 @@ class Submission:
     id_suffix: str = ""
 
 
-class CommandDriver(RegistryHolder, Driver):
+class CommandDriver(BlockingDriver):
     """A batch system driven through its command-line tools (Slurm, PBS, Grid Engine, LSF).
 
     Shared configuration: ``bin_dir`` (where the commands are; default: PATH),
@@ -193,13 +362,14 @@ class CommandDriver(RegistryHolder, Driver):
       ``cancel_command`` run, its failure tolerated when it says
       the job is unknown or over (``cancel_unknown``, :meth:`_cancel_tolerated`), then a
       wait (at most ``cancel_wait_s``) while :meth:`_not_ended`.
-    * :meth:`status` (see :class:`~gahp_lrms.registry.RegistryHolder`): one job from
-      :meth:`query_status`; when the subclass can describe many with one query
-      (:meth:`bulk_status`), from a :class:`~gahp_lrms.registry.StatusRegistry`
-      (``state_dir/status-registry.jsonl``, the member ``statuses``) unless
-      ``status_registry`` is false.  ``status_interval`` (s, default 5) is how old a state
-      may be; ``stale_limit_s`` (s, default 1800) how long the last known states are answered
-      while the batch system does not answer.
+    * :meth:`status`: the id checked, then :meth:`query_status` (the subclass's). A
+      subclass that can describe many jobs with one query defines :meth:`bulk_status` and
+      declares it (``features = Features(bulk_status=True)``): the adapter
+      (:class:`ThreadedDriver`) then answers status from a
+      :class:`~gahp_lrms.registry.StatusRegistry` (``state_dir/status-registry.jsonl``)
+      unless ``status_registry`` is false.  ``status_interval`` (s, default 5) is how old a
+      state may be; ``stale_limit_s`` (s, default 1800) how long the last known states are
+      answered while the batch system does not answer.
 
     The options: :class:`~gahp_lrms.config.CommandConfig`.
     """
@@ -225,7 +395,6 @@ class CommandDriver(RegistryHolder, Driver):
         self.timeout = self.settings.command_timeout
         self.submit_timeout = self.settings.submit_timeout
         self.cancel_wait_s = self.settings.cancel_wait_s
-        self._registry_settings(self.settings, self.system)
         self.bin_dir: str | Path | None = self.settings.bin_dir
         self.env: dict[str, str] = untracked_environ() | self.settings.environment()
         self.log = logging.getLogger(f"gahp.lrms.{self.name}")
@@ -259,7 +428,6 @@ class CommandDriver(RegistryHolder, Driver):
         if native_id is None or not self.job_id.match(native_id):
             raise DriverError(f"{self.submit_command} printed no job id: {proc.stdout.strip()!r}")
         self._new_job(native_id)
-        self._submitted(native_id)
         return native_id
 
     def _with_workdir(self, spec: JobSpec) -> JobSpec:
@@ -296,7 +464,6 @@ class CommandDriver(RegistryHolder, Driver):
         if mark is not CancelMark.NONE:
             self._record("cancelled", native_id)
         proc = self._run(*self._on_job(self.cancel_command, native_id), check=False)
-        self._changed(native_id)
         if proc.returncode != 0:
             tolerated = self._cancel_tolerated(native_id, proc)
             if mark is CancelMark.DROPPED_ON_FAILURE or (
@@ -309,7 +476,6 @@ class CommandDriver(RegistryHolder, Driver):
         with self._lock:
             self._final.pop(native_id, None)
         self._wait_until_not_running(native_id)
-        self._changed(native_id)
 
     def _cancel_needless(self, native_id: str) -> bool:
         """Whether there is nothing to cancel (the job is over, or unknown). By default
@@ -327,7 +493,7 @@ class CommandDriver(RegistryHolder, Driver):
 
     def _not_ended(self, native_id: str) -> bool:
         """After a cancel: whether the job has yet to end (by default: it is RUNNING)."""
-        return self.query_status(native_id).status is JobStatus.RUNNING
+        return self.status(native_id).status is JobStatus.RUNNING
 
     def _wait_until_not_running(self, native_id: str) -> None:
         """After a cancel: a running job takes a moment to die; wait for it (bounded)."""
@@ -338,13 +504,14 @@ class CommandDriver(RegistryHolder, Driver):
             time.sleep(0.2)
 
     # ------------------------------------------------------------------ status
-    def _submitted(self, native_id: str) -> None:
-        """Track a new job: its first status can come from the next bulk query."""
-        self.statuses.track(native_id)
+    def status(self, native_id: str) -> JobInfo:
+        """The job's state, asked of the batch system for this job alone."""
+        return self.query_status(self._check_id(native_id))
 
-    def _changed(self, native_id: str) -> None:
-        """The server changed the job: its next status is asked directly."""
-        self.statuses.invalidate(native_id)
+    def query_status(self, native_id: str) -> JobInfo:
+        """The state of one job (its id checked), asked of the system for this job alone
+        (what the subclass defines, unless it defines :meth:`status` itself)."""
+        raise NotImplementedError(f"{type(self).__name__} defines neither status nor query_status")
 
     # ------------------------------------------------------------------ commands
     def command_path(self, name: str) -> str:
@@ -377,18 +544,16 @@ class CommandDriver(RegistryHolder, Driver):
     ) -> None:
         """Hold a queued job with the ``hold`` command; a running one (also one that
         started meanwhile) with ``suspend``, or refuse with ``why`` when that is None."""
-        info = self.query_status(native_id)
+        info = self.status(native_id)
         if info.status is JobStatus.IDLE:
             self._run(*self._on_job(hold, native_id))
-            self._changed(native_id)
-            info = self.query_status(native_id)  # it may have started meanwhile
+            info = self.status(native_id)  # it may have started meanwhile
         if info.status is JobStatus.RUNNING:
             if suspend is None:
                 raise DriverError(
                     f"{self.system} job {native_id} is running: cannot hold a running job{why}"
                 )
             self._run(*self._on_job(suspend, native_id))
-            self._changed(native_id)
         elif info.status is not JobStatus.HELD:
             raise DriverError(
                 f"{self.system} job {native_id} cannot be held: it is {info.status.name}"

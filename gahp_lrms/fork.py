@@ -44,7 +44,7 @@ from typing import Any
 
 from gahp_core import open_private, private_dir, write_private
 from gahp_lrms import fork_supervisor as sup
-from gahp_lrms.base import Driver
+from gahp_lrms.base import BlockingDriver
 from gahp_lrms.config import ForkConfig
 from gahp_lrms.fork_state import Phase, SupervisorState
 from gahp_lrms.model import (
@@ -62,7 +62,7 @@ __all__ = ["ForkDriver"]
 _PACKAGE_PARENT = str(Path(__file__).resolve().parent.parent)
 
 
-class ForkDriver(Driver):
+class ForkDriver(BlockingDriver):
     """Runs jobs as local processes.  Config keys: ``python`` (interpreter for the supervisor,
     default this one), ``kill_grace_s`` (default 2), ``start_timeout_s`` (how long a
     supervisor may take to start, default 15)."""

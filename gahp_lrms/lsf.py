@@ -63,7 +63,14 @@ from typing import Any
 
 import attrs
 
-from gahp_lrms.base import CancelMark, CommandDriver, Submission, WorkdirRule, command_failure
+from gahp_lrms.base import (
+    CancelMark,
+    CommandDriver,
+    Features,
+    Submission,
+    WorkdirRule,
+    command_failure,
+)
 from gahp_lrms.config import LsfConfig
 from gahp_lrms.model import DriverError, JobInfo, JobSpec, JobStatus, job_slots
 from gahp_lrms.script import directive_line, render_script, safe_job_name
@@ -412,6 +419,7 @@ class LsfDriver(CommandDriver):
 
     name = "lsf"
     system = "LSF"
+    features = Features(bulk_status=True)
     config_class = LsfConfig
     settings: LsfConfig
 
@@ -580,7 +588,6 @@ class LsfDriver(CommandDriver):
         if info.status is not JobStatus.HELD:
             raise DriverError(f"LSF job {native_id} is not held: it is {info.status.name}")
         self._run("bresume", native_id)
-        self._changed(native_id)
 
     def ping(self) -> None:
         self._run("bqueues", timeout=min(self.timeout, 15.0))

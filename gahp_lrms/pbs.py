@@ -59,7 +59,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from gahp_core import private_dir
-from gahp_lrms.base import CancelMark, CommandDriver, Submission, command_failure
+from gahp_lrms.base import CancelMark, CommandDriver, Features, Submission, command_failure
 from gahp_lrms.config import FLAVORS, PbsConfig
 from gahp_lrms.model import DriverError, JobInfo, JobSpec, JobStatus
 from gahp_lrms.script import directive_line, render_script
@@ -358,6 +358,7 @@ class PbsDriver(CommandDriver):
 
     name = "pbs"
     system = "PBS"
+    features = Features(bulk_status=True)
     config_class = PbsConfig
     settings: PbsConfig
 
@@ -610,9 +611,7 @@ class PbsDriver(CommandDriver):
         if info.status is not JobStatus.HELD or info.hold_reason == "suspended":
             what = info.hold_reason if info.status is JobStatus.HELD else info.status.name
             raise DriverError(f"PBS job {native_id} is not held: it is {what}")
-        self._changed(native_id)
         self._run("qrls", native_id)
-        self._changed(native_id)
 
     def ping(self) -> None:
         proc = self._run("qstat", timeout=min(self.timeout, 15.0), check=False)

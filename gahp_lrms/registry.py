@@ -16,27 +16,33 @@ from one bulk query per ``interval`` for all tracked jobs instead:
 * When the bulk query fails (batch system down), the last known state is answered for up to
   ``stale_limit`` seconds after it was last seen true; after that, the outage is an error.
 
-The bulk query is any callable ``ids -> {id: JobInfo}`` describing the ids it can (those it
-leaves out are queried directly): Slurm's ``squeue``, Grid Engine's ``qstat -xml``, or a
-BOINC project's ``query_batch2`` (one per project, naming every batch with jobs tracked).
+The bulk query is any coroutine function ``ids -> {id: JobInfo}`` describing the ids it can
+(those it leaves out are queried directly): Slurm's ``squeue`` (run in a worker thread by
+:class:`~gahp_lrms.base.ThreadedDriver`), Grid Engine's ``qstat -xml``, or a BOINC project's
+``query_batch2`` (one per project, naming every batch with jobs tracked).
+
+A registry belongs to one event loop (the server's) and is used from it alone: no thread
+locks. The refresh under way is one task whose result every request waiting for it awaits;
+the journal is written by the registry alone, under its lock file, which nobody else in
+the process holds.
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import fcntl
 import json
 import logging
 import os
-import threading
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any
 
 import attrs
 
-from gahp_core import open_private, private_dir, setting_names, write_private
+from gahp_core import open_private, private_dir, write_private
 from gahp_lrms.config import DEFAULT_INTERVAL, DEFAULT_STALE_LIMIT, RegistryConfig
 from gahp_lrms.model import DriverError, JobInfo, JobStatus
 
@@ -46,7 +52,6 @@ __all__ = [
     "BulkQuery",
     "DirectQuery",
     "DriverRegistry",
-    "RegistryHolder",
     "RegistryStats",
     "StatusRegistry",
     "info_from_json",
@@ -58,8 +63,11 @@ log = logging.getLogger("gahp.lrms.registry")
 DEFAULT_KEEP_FINISHED = 7 * 86400.0
 """Seconds a finished job's final state is kept after it was first seen finished."""
 
-BulkQuery = Callable[[Sequence[str]], Mapping[str, JobInfo]]
-DirectQuery = Callable[[str], JobInfo]
+BulkQuery = Callable[[Sequence[str]], Awaitable[Mapping[str, JobInfo]]]
+DirectQuery = Callable[[str], Awaitable[JobInfo]]
+
+if TYPE_CHECKING:
+    from gahp_lrms.base import BlockingDriver
 
 
 def info_to_json(info: JobInfo) -> dict[str, Any]:
@@ -108,7 +116,7 @@ class StatusRegistry:
     ``journal`` is the file tracked jobs are kept in (None: not kept): a job's line is written
     when its state changes, else at most every ``persist_every`` seconds (default: a tenth of
     ``stale_limit``, at most 60).  ``clock`` gives wall-clock seconds (tests pass a fake
-    one).  Thread-safe."""
+    one).  Used from one event loop (see the module documentation)."""
 
     def __init__(
         self,
@@ -136,8 +144,7 @@ class StatusRegistry:
         self.name = name
         self.stats = RegistryStats()
         self._entries: dict[str, _Entry] = {}
-        self._cond = threading.Condition()
-        self._refreshing = False
+        self._refresh: asyncio.Task[None] | None = None  # the bulk query under way
         self._generation = 0  # of the latest successful refresh
         self._last_attempt: float | None = None  # wall-clock start of the latest refresh
         self._last_error: str | None = None  # of the latest refresh, None when it worked
@@ -151,115 +158,103 @@ class StatusRegistry:
         Whatever was known of an earlier job with the same id is forgotten: batch systems
         reuse ids (Slurm and Grid Engine wrap around, a reinstalled cell starts again at 1),
         and the batch system has just given this id to a new job."""
-        with self._cond:
-            entry = _Entry(info, self.clock() if info else 0.0)
-            self._entries[native_id] = entry
-            self._append([(native_id, entry)])
+        entry = _Entry(info, self.clock() if info else 0.0)
+        self._entries[native_id] = entry
+        self._append([(native_id, entry)])
 
     def invalidate(self, native_id: str) -> None:
         """The server changed the job (cancel, hold, resume): query it directly next time."""
-        with self._cond:
-            entry = self._entries.get(native_id)
-            if entry is not None and not (entry.info and entry.info.finished):
-                entry.dirty = True
+        entry = self._entries.get(native_id)
+        if entry is not None and not (entry.info and entry.info.finished):
+            entry.dirty = True
 
     def forget(self, native_id: str) -> None:
         """Stop tracking a job (the server will not ask about it again)."""
-        with self._cond:
-            if self._entries.pop(native_id, None) is not None:
-                self._append_drop(native_id)
+        if self._entries.pop(native_id, None) is not None:
+            self._append_drop(native_id)
 
     def tracked(self) -> list[str]:
         """The ids of the tracked jobs."""
-        with self._cond:
-            return list(self._entries)
+        return list(self._entries)
 
-    def status(self, native_id: str) -> JobInfo:
+    async def status(self, native_id: str) -> JobInfo:
         """The job's state: final, from the latest bulk query, or queried directly; during an
         outage, the last known state (within ``stale_limit``)."""
-        with self._cond:
+        entry = self._entries.get(native_id)
+        if entry is not None and entry.info is not None and entry.info.finished:
+            self.stats.cached_answers += 1
+            return entry.info
+        if entry is None or not entry.dirty:
+            await self._fresh()
             entry = self._entries.get(native_id)
-            if entry is not None and entry.info is not None and entry.info.finished:
-                self.stats.cached_answers += 1
-                return entry.info
-            if entry is not None and entry.dirty:
-                entry = None  # straight to the direct query
-            else:
-                self._fresh_locked()
-                entry = self._entries.get(native_id)
-                if entry is not None and entry.info is not None and not entry.dirty:
-                    if entry.generation == self._generation and self._last_error is None:
-                        self.stats.cached_answers += 1
-                        return entry.info
-                    if self._last_error is not None:
-                        return self._stale_locked(native_id, entry)
-        return self._direct(native_id)
+            if entry is not None and entry.info is not None and not entry.dirty:
+                if entry.generation == self._generation and self._last_error is None:
+                    self.stats.cached_answers += 1
+                    return entry.info
+                if self._last_error is not None:
+                    return self._stale(native_id, entry)
+        return await self._direct(native_id)
 
-    def refresh(self) -> None:
+    async def refresh(self) -> None:
         """Run a bulk query now (or wait for the one under way)."""
-        with self._cond:
-            self._fresh_locked(force=True)
+        await self._fresh(force=True)
+
+    async def aclose(self) -> None:
+        """Cancel the bulk query under way (the server stops)."""
+        task, self._refresh = self._refresh, None
+        if task is not None:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
 
     # ------------------------------------------------------------------ internals
-    def _fresh_locked(self, force: bool = False) -> None:
-        """Make the data at most ``interval`` old: join the refresh under way, or run one
+    async def _fresh(self, force: bool = False) -> None:
+        """Make the data at most ``interval`` old: join the refresh under way, or start one
         when due.  A failing batch system is retried once per ``interval``; meanwhile
         requests do not wait for the retry."""
-        if self._refreshing:
-            self._join_locked()
-            return
-        now = self.clock()
-        if (
-            not force
-            and self._last_attempt is not None
-            and now - self._last_attempt < self.interval
-        ):
-            return
-        ids = [i for i, e in self._entries.items() if not (e.info and e.info.finished)]
-        self._last_attempt = now
-        if not ids:
-            self._generation += 1
-            self._last_error = None
-            return
-        found, error = self._bulk_unlocked(ids)
-        if error is None:
-            self._merge_locked(ids, found, now)
-        else:
-            self._failed_locked(error)
-        self._cond.notify_all()
+        task = self._refresh
+        if task is None:
+            now = self.clock()
+            if (
+                not force
+                and self._last_attempt is not None
+                and now - self._last_attempt < self.interval
+            ):
+                return
+            ids = [i for i, e in self._entries.items() if not (e.info and e.info.finished)]
+            self._last_attempt = now
+            if not ids:
+                self._generation += 1
+                self._last_error = None
+                return
+            task = self._refresh = asyncio.ensure_future(self._run_refresh(ids, now))
+        elif self._last_error is not None:
+            return  # the batch system failed the last one: answer from what is known
+        await asyncio.shield(task)  # a waiter cancelled does not cancel the others' query
 
-    def _join_locked(self) -> None:
-        """Wait for the refresh under way, unless the batch system failed the last one."""
-        if self._last_error is None:
-            generation = self._generation
-            while self._refreshing and self._generation == generation:
-                self._cond.wait()
-
-    def _bulk_unlocked(self, ids: Sequence[str]) -> tuple[Mapping[str, JobInfo], str | None]:
-        """The bulk query of ``ids`` with the lock released (marked as under way): what it
-        found, and the error it ended with (None when it worked)."""
-        self._refreshing = True
-        self._cond.release()
+    async def _run_refresh(self, ids: Sequence[str], started: float) -> None:
+        """The bulk query of ``ids``, its outcome merged (the one task that writes it)."""
         try:
-            return self.bulk(ids), None
+            found, error = await self.bulk(ids), None
         except DriverError as exc:
-            return {}, str(exc)
+            found, error = {}, str(exc)
         except Exception as exc:  # a broken parser must not wedge every request
             log.exception("bulk status query failed")
-            return {}, f"bulk status query failed: {type(exc).__name__}: {exc}"
+            found, error = {}, f"bulk status query failed: {type(exc).__name__}: {exc}"
         finally:
-            self._cond.acquire()
-            self._refreshing = False
+            self._refresh = None
+        if error is None:
+            self._merge(ids, found, started)
+        else:
+            self._failed(error)
 
-    def _failed_locked(self, error: str) -> None:
+    def _failed(self, error: str) -> None:
         self.stats.refresh_failures += 1
         if self._last_error is None:
             log.warning("%s status query failed: %s", self.name, error)
         self._last_error = error
 
-    def _merge_locked(
-        self, ids: Sequence[str], found: Mapping[str, JobInfo], started: float
-    ) -> None:
+    def _merge(self, ids: Sequence[str], found: Mapping[str, JobInfo], started: float) -> None:
         """Take the states of a bulk query that ``started`` then."""
         self.stats.refreshes += 1
         self._generation += 1
@@ -284,7 +279,7 @@ class StatusRegistry:
             len(changed),
         )
 
-    def _stale_locked(self, native_id: str, entry: _Entry) -> JobInfo:
+    def _stale(self, native_id: str, entry: _Entry) -> JobInfo:
         assert entry.info is not None
         age = self.clock() - entry.seen
         if age <= self.stale_limit:
@@ -295,23 +290,19 @@ class StatusRegistry:
             f"older than the {self.stale_limit:g} s limit): {self._last_error}"
         )
 
-    def _direct(self, native_id: str) -> JobInfo:
+    async def _direct(self, native_id: str) -> JobInfo:
         started = self.clock()
-        with self._cond:
-            self.stats.direct_queries += 1
-        info = self.direct(native_id)  # raises DriverError when the batch system is down
-        with self._cond:
-            entry = self._entries.get(native_id)
-            if entry is None:
-                entry = self._entries[native_id] = _Entry()
-            changed = (
-                not _same_state(entry.info, info) or started - entry.saved >= self.persist_every
-            )
-            entry.info, entry.seen, entry.dirty = info, started, False
-            # Current until the next refresh, as if the latest one had described it.
-            entry.generation = self._generation if self._last_error is None else -1
-            if changed:
-                self._append([(native_id, entry)])
+        self.stats.direct_queries += 1
+        info = await self.direct(native_id)  # raises DriverError when the system is down
+        entry = self._entries.get(native_id)
+        if entry is None:
+            entry = self._entries[native_id] = _Entry()
+        changed = not _same_state(entry.info, info) or started - entry.saved >= self.persist_every
+        entry.info, entry.seen, entry.dirty = info, started, False
+        # Current until the next refresh, as if the latest one had described it.
+        entry.generation = self._generation if self._last_error is None else -1
+        if changed:
+            self._append([(native_id, entry)])
         return info
 
     # ------------------------------------------------------------------ the journal
@@ -374,7 +365,7 @@ class StatusRegistry:
                 return
             self._entries.update(found[0])
             self._journal_lines = found[1]
-            self._compact_locked()
+            self._compact()
 
     def _append(self, changes: Sequence[tuple[str, _Entry]]) -> None:
         if self.journal is None:
@@ -415,9 +406,9 @@ class StatusRegistry:
                 return
             self._journal_lines += len(lines)
             if self._journal_lines > 2 * len(self._entries) + 1000:
-                self._compact_locked()
+                self._compact()
 
-    def _compact_locked(self) -> None:
+    def _compact(self) -> None:
         """Forget jobs finished ``keep_finished`` ago; rewrite the journal with one line per
         job (the journal lock held).  The journal is read again first: other processes
         sharing it have written their jobs there, which are kept."""
@@ -455,59 +446,66 @@ class StatusRegistry:
 
 
 class DriverRegistry:
-    """The status registry of one driver, a member of it: the driver's options
-    (:class:`~gahp_lrms.config.RegistryConfig`) and the :class:`StatusRegistry` they make,
-    built on first use from the driver's ``bulk`` and ``direct`` queries, its journal
-    ``journal``.  ``has_bulk`` says whether ``bulk`` works (else status is per job).
-    Thread-safe."""
+    """The status of one driver's jobs: from a :class:`StatusRegistry` (built on first use
+    from the driver's ``bulk`` and ``direct`` queries, its journal ``journal``) when
+    ``settings`` enable it and there is a ``bulk`` query, else from ``direct`` for each
+    job. The options: :class:`~gahp_lrms.config.RegistryConfig` (``status_registry``,
+    default true; ``status_interval``, s, default 5; ``stale_limit_s``, s, default 1800).
+    Used from one event loop."""
 
     def __init__(
         self,
-        settings: RegistryConfig,
+        settings: RegistryConfig | None,
         name: str,
         journal: Path,
-        bulk: BulkQuery,
+        bulk: BulkQuery | None,
         direct: DirectQuery,
-        has_bulk: Callable[[], bool],
     ) -> None:
-        self.interval = settings.status_interval
-        self.stale_limit = settings.stale_limit_s
-        self.enabled = settings.status_registry
+        self.interval = settings.status_interval if settings else DEFAULT_INTERVAL
+        self.stale_limit = settings.stale_limit_s if settings else DEFAULT_STALE_LIMIT
+        self.enabled = bool(settings and settings.status_registry and bulk is not None)
         """Whether status comes from the registry (false: each job is asked on its own)."""
         self.name = name
         self.journal = journal
         self._bulk = bulk
         self._direct = direct
-        self._has_bulk = has_bulk
         self._registry: StatusRegistry | None = None
-        self._lock = threading.Lock()
+
+    @classmethod
+    def of(cls, driver: BlockingDriver, bulk: BulkQuery, direct: DirectQuery) -> DriverRegistry:
+        """The registry of a blocking driver, as its ``features`` and options declare:
+        ``bulk`` used when it declares ``bulk_status``; the journal in its ``state_dir``."""
+        settings = driver.settings if isinstance(driver.settings, RegistryConfig) else None
+        return cls(
+            settings,
+            getattr(driver, "system", "") or driver.name,
+            driver.state_dir / "status-registry.jsonl",
+            bulk if driver.features.bulk_status else None,
+            direct,
+        )
 
     @property
     def registry(self) -> StatusRegistry | None:
         """The status registry (built on first use), or None when status is per job."""
-        if not self.enabled:
+        if not self.enabled or self._bulk is None:
             return None
-        with self._lock:
-            if self._registry is None:
-                if not self._has_bulk():
-                    self.enabled = False
-                    return None
-                self._registry = StatusRegistry(
-                    self._bulk,
-                    self._direct,
-                    journal=self.journal,
-                    interval=self.interval,
-                    stale_limit=self.stale_limit,
-                    name=self.name,
-                )
-            return self._registry
+        if self._registry is None:
+            self._registry = StatusRegistry(
+                self._bulk,
+                self._direct,
+                journal=self.journal,
+                interval=self.interval,
+                stale_limit=self.stale_limit,
+                name=self.name,
+            )
+        return self._registry
 
-    def status(self, native_id: str) -> JobInfo:
+    async def status(self, native_id: str) -> JobInfo:
         """The job's state from the registry, else asked directly."""
         registry = self.registry
         if registry is None:
-            return self._direct(native_id)
-        return registry.status(native_id)
+            return await self._direct(native_id)
+        return await registry.status(native_id)
 
     def track(self, native_id: str) -> None:
         """A new job: its first status can come from the next bulk query."""
@@ -523,93 +521,18 @@ class DriverRegistry:
 
     def forget(self, native_id: str) -> None:
         """Drop the job from the registry (if one was built)."""
-        registry = self._registry if self.enabled else None
-        if registry is not None:
-            registry.forget(native_id)
+        if self._registry is not None:
+            self._registry.forget(native_id)
 
     def limit_interval(self, seconds: float) -> None:
         """Keep states at most ``seconds`` old (never lengthens the interval)."""
         if seconds <= 0:
             return
-        with self._lock:
-            self.interval = min(self.interval, seconds)
-            if self._registry is not None:
-                self._registry.interval = min(self._registry.interval, seconds)
+        self.interval = min(self.interval, seconds)
+        if self._registry is not None:
+            self._registry.interval = min(self._registry.interval, seconds)
 
-
-class RegistryHolder:
-    """A driver whose status comes from its :class:`DriverRegistry` (the ``statuses``
-    member, made by :meth:`_registry_settings`): status, the two queries the registry is
-    built from, and views of the member's options.
-
-    Three configuration keys (:class:`~gahp_lrms.config.RegistryConfig`): ``status_registry``
-    (default true), ``status_interval`` (s, default 5) and ``stale_limit_s`` (s, default 1800).
-    The registry's journal is ``status-registry.jsonl`` in the driver's ``state_dir``.
-    """
-
-    registry_keys: ClassVar[frozenset[str]] = setting_names(RegistryConfig)
-    state_dir: Path
-    statuses: DriverRegistry
-
-    def _registry_settings(self, settings: RegistryConfig, name: str) -> None:
-        """Make the member from the driver's ``settings``; ``name`` is the system in its
-        messages."""
-        self.statuses = DriverRegistry(
-            settings,
-            name,
-            self.state_dir / "status-registry.jsonl",
-            self.bulk_status,
-            self.query_status,
-            self.has_bulk_status,
-        )
-
-    def status(self, native_id: str) -> JobInfo:
-        """The job's state: from the registry, else :meth:`query_status`."""
-        return self.statuses.status(self._check_id(native_id))
-
-    def query_status(self, native_id: str) -> JobInfo:
-        """The state of one job, asked of the system for this job alone."""
-        if type(self).status is not RegistryHolder.status:  # a driver written before this
-            return self.status(native_id)
-        raise NotImplementedError(f"{type(self).__name__} defines neither status nor query_status")
-
-    def bulk_status(self, native_ids: Sequence[str]) -> Mapping[str, JobInfo]:
-        """States of many jobs from as few queries as possible (at most 3, whatever their
-        number); ids left out are asked with :meth:`query_status`."""
-        raise NotImplementedError
-
-    def has_bulk_status(self) -> bool:
-        """Whether :meth:`bulk_status` works here (else status is per job)."""
-        return type(self).bulk_status is not RegistryHolder.bulk_status
-
-    def _check_id(self, native_id: str) -> str:
-        """``native_id`` when it is well formed (any, by default), else a DriverError."""
-        return native_id
-
-    def limit_status_interval(self, seconds: float) -> None:
-        """Keep states at most ``seconds`` old (never lengthens the interval)."""
-        self.statuses.limit_interval(seconds)
-
-    def forget(self, native_id: str) -> None:
-        """Drop the job from the registry."""
-        self.statuses.forget(native_id)
-
-    @property
-    def registry(self) -> StatusRegistry | None:
-        """The status registry (built on first use), or None when status is per job."""
-        return self.statuses.registry
-
-    @property
-    def use_registry(self) -> bool:
-        """Whether status comes from the registry (false: each job is asked on its own)."""
-        return self.statuses.enabled
-
-    @property
-    def status_interval(self) -> float:
-        """Seconds a state may be old."""
-        return self.statuses.interval
-
-    @property
-    def stale_limit_s(self) -> float:
-        """Seconds the last known states are answered while the system does not answer."""
-        return self.statuses.stale_limit
+    async def aclose(self) -> None:
+        """Cancel the bulk query under way (the server stops)."""
+        if self._registry is not None:
+            await self._registry.aclose()

@@ -55,6 +55,7 @@ from typing import Any
 from gahp_lrms.base import (
     CancelMark,
     CommandDriver,
+    Features,
     Submission,
     WorkdirRule,
     command_failure,
@@ -356,6 +357,7 @@ class SgeDriver(CommandDriver):
 
     name = "sge"
     system = "Grid Engine"
+    features = Features(bulk_status=True)
     config_class = SgeConfig
     settings: SgeConfig
 
@@ -533,7 +535,6 @@ class SgeDriver(CommandDriver):
             self._run("qmod", "-usj", native_id)
         if "h" in state:
             self._run("qrls", native_id)
-        self._changed(native_id)
         if not any(c in state for c in "Esh"):
             raise DriverError(
                 f"Grid Engine job {native_id} is suspended by its queue ({state}):"

@@ -27,7 +27,7 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from gahp_lrms.base import CommandDriver, Submission, WorkdirRule, command_failure
+from gahp_lrms.base import CommandDriver, Features, Submission, WorkdirRule, command_failure
 from gahp_lrms.config import SlurmConfig
 from gahp_lrms.model import DriverError, JobInfo, JobSpec, JobStatus
 from gahp_lrms.script import directive_line, render_script, safe_job_name
@@ -316,6 +316,7 @@ class SlurmDriver(CommandDriver):
 
     name = "slurm"
     system = "Slurm"
+    features = Features(bulk_status=True)
     config_class = SlurmConfig
     settings: SlurmConfig
 
@@ -465,12 +466,10 @@ class SlurmDriver(CommandDriver):
             what = info.status.name if info else "unknown to Slurm"
             raise DriverError(f"Slurm job {native_id} is not held: it is {what}")
         state = (fields or {}).get("JobState", "")
-        self._changed(native_id)
         if state == "SUSPENDED":
             self._run(*self._on_job(("scontrol", "resume"), native_id))
         else:
             self._run(*self._on_job(("scontrol", "release"), native_id))
-        self._changed(native_id)
 
     def ping(self) -> None:
         self._run("scontrol", "ping", timeout=min(self.timeout, 15.0))

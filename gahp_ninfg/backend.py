@@ -104,7 +104,12 @@ def gahp_commands(context: BackendContext) -> list[Command]:
         log.warning("ignoring unknown command-line argument %r", arg)
     state = Path(tempfile.mkdtemp(prefix=f"ng-invoke-{name}-"))
     try:
-        driver = get_driver(name, _driver_options(context.options.driver_option), state / "lrms")
+        driver = get_driver(
+            name,
+            _driver_options(context.options.driver_option),
+            state / "lrms",
+            run_in_worker=context.run_in_worker,
+        )
     except DriverError as exc:
         shutil.rmtree(state, ignore_errors=True)
         raise BadRequest(str(exc)) from None

@@ -109,9 +109,12 @@ class JobManager:
     def _forget(self, job: NinfgJob) -> None:
         if self.jobs.pop(job.id, None) is None:
             return
+        self.spawn(self._forget_natives(job))
+
+    async def _forget_natives(self, job: NinfgJob) -> None:
         for native in job.natives:
             try:
-                self.driver.forget(native)
+                await self.driver.forget(native)
             except DriverError as exc:
                 log.debug("job %s: forgetting %s: %s", job.id, native, exc)
 
@@ -147,7 +150,7 @@ class JobManager:
         so the shutdown sweep finds it."""
         if self._closing:
             raise DriverError("the invoke server is shutting down")
-        future = asyncio.ensure_future(self.run_in_worker(self.driver.submit, spec))
+        future = asyncio.ensure_future(self.driver.submit(spec))
         self._submits.add(future)
 
         def record(done: asyncio.Future[Any]) -> None:
@@ -212,7 +215,7 @@ class JobManager:
         req = job.request
         assert req is not None
         interval = req.status_polling or self.default_polling
-        self.driver.limit_status_interval(interval)
+        await self.driver.limit_status_interval(interval)
         failures = 0
         cancelled = False
         while True:
@@ -221,9 +224,7 @@ class JobManager:
                 await self._cancel_natives(job)
             try:
                 infos: list[JobInfo] = list(
-                    await asyncio.gather(
-                        *(self.run_in_worker(self.driver.status, n) for n in job.natives)
-                    )
+                    await asyncio.gather(*(self.driver.status(n) for n in job.natives))
                 )
                 failures = 0
             except DriverError as exc:
@@ -274,7 +275,7 @@ class JobManager:
     async def _cancel_natives(self, job: NinfgJob) -> None:
         async def cancel(native: str) -> None:
             try:
-                await self.run_in_worker(self.driver.cancel, native)
+                await self.driver.cancel(native)
             except DriverError as exc:
                 log.warning("job %s: cancelling %s failed: %s", job.id, native, exc)
 

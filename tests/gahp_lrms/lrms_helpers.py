@@ -19,8 +19,10 @@ import shutil
 import subprocess
 import sys
 import tempfile
-from collections.abc import Callable, Iterator
+import weakref
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
+from typing import Any
 
 import pytest
 from live_services import LSF_USER, lsf_job_user, unavailable
@@ -29,6 +31,50 @@ from gahp_core.testing import wait_for
 from gahp_lrms import Driver, JobInfo, JobSpec, JobStatus, get_driver
 from gahp_lrms.boinc import BoincDriver
 from gahp_lrms.lsf import parse_lsf_conf
+
+
+class SyncDriver:
+    """A driver's asynchronous API called from a test's plain code: each request runs to its
+    end on an event loop of the facade's own; any other attribute is the driver's (for an
+    adapted blocking driver, the blocking driver's: its helpers, its ``bulk_status``)."""
+
+    REQUESTS = frozenset(
+        {"submit", "status", "cancel", "hold", "resume", "ping", "forget", "reported"}
+        | {"limit_status_interval", "aclose"}
+    )
+
+    def __init__(self, driver: Driver) -> None:
+        loop = asyncio.new_event_loop()
+        object.__setattr__(self, "driver", driver)
+        object.__setattr__(self, "loop", loop)
+        weakref.finalize(self, loop.close)
+
+    def run(self, coro: Any) -> Any:
+        """Run ``coro`` on the facade's loop (the one its driver's requests run on)."""
+        return self.loop.run_until_complete(coro)
+
+    def _target(self, name: str) -> object:
+        blocking = getattr(self.driver, "blocking", None)
+        return blocking if blocking is not None and hasattr(blocking, name) else self.driver
+
+    def __getattr__(self, name: str) -> Any:
+        if name in self.REQUESTS:
+            method = getattr(self.driver, name)
+            return lambda *args: self.run(method(*args))
+        if hasattr(self.driver, name):
+            return getattr(self.driver, name)
+        return getattr(self._target(name), name)
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        if name in self.REQUESTS:  # a test's wrapper of a request: the facade's own
+            object.__setattr__(self, name, value)
+        else:  # a test's patch of a helper: the driver's
+            setattr(self._target(name), name, value)
+
+
+def sync_driver(name: str, config: Mapping[str, Any] | None, state_dir: Path) -> Any:
+    """:func:`~gahp_lrms.get_driver`'s driver, as a :class:`SyncDriver`."""
+    return SyncDriver(get_driver(name, config, state_dir))
 
 
 def boinc_driver(
@@ -50,6 +96,7 @@ def boinc_driver(
         **settings,
     }
     return BoincDriver(config, tmp_path / "state", loop=loop)
+
 
 TRICKY_ARGS: tuple[str, ...] = (
     "two words",
@@ -165,7 +212,7 @@ LIVE_STATUS_INTERVAL = 0.5
 a 2-second RUNNING state (the default, 5 s, may skip it, as a poll of HTCondor's would)."""
 
 
-def _tracked(driver: Driver) -> Iterator[Driver]:
+def _tracked(driver: SyncDriver) -> Iterator[SyncDriver]:
     """Yield ``driver``; afterwards cancel every job submitted through it that is not
     finished, so that a failed test leaves nothing running (or stopped) behind."""
     submitted: list[str] = []
@@ -187,15 +234,15 @@ def _tracked(driver: Driver) -> Iterator[Driver]:
 
 
 @pytest.fixture
-def slurm_driver(slurm_config: dict[str, str], tmp_path: Path) -> Iterator[Driver]:
-    yield from _tracked(get_driver("slurm", slurm_config, tmp_path / "state"))
+def slurm_driver(slurm_config: dict[str, str], tmp_path: Path) -> Iterator[SyncDriver]:
+    yield from _tracked(sync_driver("slurm", slurm_config, tmp_path / "state"))
 
 
 @pytest.fixture
-def pbs_driver(slurm_config: dict[str, str], tmp_path: Path) -> Iterator[Driver]:
+def pbs_driver(slurm_config: dict[str, str], tmp_path: Path) -> Iterator[SyncDriver]:
     if shutil.which("qsub") is None:
         _unavailable("PBS commands not installed (slurm-wlm-torque); run `bash .ci/slurm-up.sh`")
-    yield from _tracked(get_driver("pbs", slurm_config, tmp_path / "state"))
+    yield from _tracked(sync_driver("pbs", slurm_config, tmp_path / "state"))
 
 
 # ---------------------------------------------------------------------- Grid Engine
@@ -223,13 +270,13 @@ def sge_config(sge_env: dict[str, str] | None) -> dict[str, object]:
 
 
 @pytest.fixture
-def sge_driver(sge_config: dict[str, str], tmp_path: Path) -> Iterator[Driver]:
-    yield from _tracked(get_driver("sge", sge_config, tmp_path / "state"))
+def sge_driver(sge_config: dict[str, str], tmp_path: Path) -> Iterator[SyncDriver]:
+    yield from _tracked(sync_driver("sge", sge_config, tmp_path / "state"))
 
 
 @pytest.fixture
-def fork_driver(tmp_path: Path) -> Iterator[Driver]:
-    yield from _tracked(get_driver("fork", {}, tmp_path / "state"))
+def fork_driver(tmp_path: Path) -> Iterator[SyncDriver]:
+    yield from _tracked(sync_driver("fork", {}, tmp_path / "state"))
 
 
 # ---------------------------------------------------------------------- OpenPBS
@@ -238,14 +285,15 @@ def openpbs_config(pbs_env: dict[str, str] | None) -> dict[str, object]:
     """Driver config for the real OpenPBS (``bash .ci/pbs-up.sh``); skips when it does not
     answer, or fails when ``GAHP_REQUIRE_PBS=1`` (CI)."""
     if pbs_env is None:
-        unavailable("GAHP_REQUIRE_PBS",
-                    "OpenPBS is not reachable (start it with `bash .ci/pbs-up.sh`)")
+        unavailable(
+            "GAHP_REQUIRE_PBS", "OpenPBS is not reachable (start it with `bash .ci/pbs-up.sh`)"
+        )
     return {"bin_dir": pbs_env["GAHP_PBS_BIN_DIR"], "status_interval": LIVE_STATUS_INTERVAL}
 
 
 @pytest.fixture
-def openpbs_driver(openpbs_config: dict[str, str], tmp_path: Path) -> Iterator[Driver]:
-    yield from _tracked(get_driver("pbs", openpbs_config, tmp_path / "state"))
+def openpbs_driver(openpbs_config: dict[str, str], tmp_path: Path) -> Iterator[SyncDriver]:
+    yield from _tracked(sync_driver("pbs", openpbs_config, tmp_path / "state"))
 
 
 # ---------------------------------------------------------------------- LSF
@@ -302,5 +350,5 @@ def lsf_mkdir(path: Path) -> Path:
 
 
 @pytest.fixture
-def lsf_driver(lsf_config: dict[str, str], tmp_path: Path) -> Iterator[Driver]:
-    yield from _tracked(get_driver("lsf", lsf_config, tmp_path / "state"))
+def lsf_driver(lsf_config: dict[str, str], tmp_path: Path) -> Iterator[SyncDriver]:
+    yield from _tracked(sync_driver("lsf", lsf_config, tmp_path / "state"))

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import asyncio
+import threading
 from collections.abc import Iterator
 
 import pytest
 
 import gahp_lrms
 from gahp_lrms import (
+    BlockingDriver,
     Driver,
     DriverError,
     JobInfo,
@@ -18,6 +20,7 @@ from gahp_lrms import (
     get_driver,
     register_driver,
 )
+from gahp_lrms.base import ThreadedDriver
 
 
 @pytest.fixture
@@ -76,7 +79,7 @@ def test_registry(tmp_path):
 
 
 def test_register_custom_driver(tmp_path, driver_registry):
-    class Dummy(Driver):
+    class Dummy(BlockingDriver):
         name = "dummy"
 
         def submit(self, spec):
@@ -92,44 +95,62 @@ def test_register_custom_driver(tmp_path, driver_registry):
 
     register_driver("dummy", Dummy)
     assert "dummy" in available_drivers()
-    assert get_driver("dummy", {}, tmp_path).submit(JobSpec("/bin/x")) == "1"
+    assert asyncio.run(get_driver("dummy", {}, tmp_path).submit(JobSpec("/bin/x"))) == "1"
 
 
-def test_a_driver_that_takes_a_loop_gets_the_servers_and_others_keep_their_signature(
+def test_a_blocking_driver_is_adapted_once_and_a_native_one_is_used_as_it_is(
     tmp_path, driver_registry
 ):
-    made: list[tuple[str, object]] = []
+    threads: list[str] = []
+    workers: list[str] = []
 
-    class Plain(Driver):
-        name = "plain"
-        submit = status = cancel = hold = resume = lambda self, *a: None  # noqa: E731
+    class Blocking(BlockingDriver):
+        name = "blocking"
+
+        def submit(self, spec):
+            threads.append(threading.current_thread().name)
+            return "7"
+
+        def status(self, native_id):
+            threads.append(threading.current_thread().name)
+            return JobInfo(JobStatus.IDLE)
+
+        cancel = hold = resume = lambda self, native_id: None  # noqa: E731
         ping = lambda self: None  # noqa: E731
 
-    class Looped(Plain):
-        name = "looped"
+    class Native(Driver):
+        name = "native"
 
-        def __init__(self, config, state_dir, *, loop=None):
-            super().__init__(config, state_dir)
-            made.append(("looped", loop))
+        async def submit(self, spec):
+            threads.append(threading.current_thread().name)
+            return "8"
 
-    def factory(config, state_dir):  # a callable with the documented signature only
-        made.append(("factory", None))
-        return Plain(config, state_dir)
+        status = cancel = hold = resume = submit
+        ping = lambda self: asyncio.sleep(0)  # noqa: E731
 
-    register_driver("plain", Plain)
-    register_driver("looped", Looped)
-    register_driver("factory", factory)
-    loop = asyncio.new_event_loop()
-    try:
-        assert isinstance(get_driver("plain", {}, tmp_path / "p", loop=loop), Plain)
-        get_driver("looped", {}, tmp_path / "l", loop=loop)
-        get_driver("looped", {}, tmp_path / "l")
-        get_driver("factory", {}, tmp_path / "f", loop=loop)
-    finally:
-        loop.close()
-    assert made == [("looped", loop), ("looped", None), ("factory", None)]
-    # the base class's shutdown hook exists and does nothing
-    asyncio.run(Plain({}, tmp_path / "p").aclose())
+    async def run_in_worker(fn, *args):
+        workers.append(fn.__name__)
+        return await asyncio.to_thread(fn, *args)
+
+    register_driver("blocking", Blocking)
+    register_driver("native", Native)
+    blocking = get_driver("blocking", {}, tmp_path / "b", run_in_worker=run_in_worker)
+    native = get_driver("native", {}, tmp_path / "n", run_in_worker=run_in_worker)
+    assert isinstance(blocking, ThreadedDriver) and isinstance(blocking.blocking, Blocking)
+    assert isinstance(native, Native)
+
+    async def main():
+        main_thread = threading.current_thread().name
+        assert await blocking.submit(JobSpec("/bin/x")) == "7"
+        assert (await blocking.status("7")).status is JobStatus.IDLE
+        assert await native.submit(JobSpec("/bin/x")) == "8"
+        await blocking.aclose()  # the base class's shutdown hooks exist and do nothing
+        await native.aclose()
+        return main_thread
+
+    main_thread = asyncio.run(main())
+    assert workers == ["submit", "status"]  # the blocking calls, in the given worker pool
+    assert threads[:2] != [main_thread] * 2 and threads[2] == main_thread
 
 
 def test_commands_fail_with_clear_errors(tmp_path):
@@ -155,4 +176,4 @@ def test_slurm_down_is_an_error(tmp_path):
     driver = get_driver("slurm", {"bin_dir": str(bin_dir)}, tmp_path)
     for call in (driver.ping, lambda: driver.status("12"), lambda: driver.submit(JobSpec("/x"))):
         with pytest.raises(DriverError, match="Unable to contact"):
-            call()
+            asyncio.run(call())

@@ -46,8 +46,10 @@ def specs(work: Path, n: int) -> list[JobSpec]:
     work.mkdir(exist_ok=True)
     for i in range(n):
         (work / f"in.{i}").write_text(f"job {i}\n")
-    return [JobSpec(executable="uppercase", workdir=str(work), stdin=f"in.{i}", stdout=f"out.{i}")
-            for i in range(n)]
+    return [
+        JobSpec(executable="uppercase", workdir=str(work), stdin=f"in.{i}", stdout=f"out.{i}")
+        for i in range(n)
+    ]
 
 
 def count(emulator: EmulatorServer, table: str) -> int:
@@ -121,7 +123,7 @@ def test_jobs_seen_submitted_are_answered_by_one_bulk_query(tmp_path, emulator):
     """The registry tracks a batch's jobs before their records say submitted: the first
     status round after the queue drained asks the project once, not once per job."""
     drv = make_driver(tmp_path, emulator, status_interval=3600)
-    registry = drv.registry
+    registry = drv.statuses.registry
     assert registry is not None
     tracked_when_submitted = []
     mark_submitted = drv.store.mark_submitted

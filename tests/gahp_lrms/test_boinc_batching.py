@@ -64,8 +64,9 @@ def test_restart_after_the_batch_got_in_does_not_submit_twice(tmp_path, emulator
     again = make_driver(tmp_path, emulator)
     assert all(again.status(j).status is JobStatus.IDLE for j in ids)
     wait_for(lambda: not any((again.queued_dir / j).exists() for j in ids))
-    assert all(json.loads((again.jobs_dir / f"{j}.json").read_text())["state"] == "submitted"
-               for j in ids)
+    assert all(
+        json.loads((again.jobs_dir / f"{j}.json").read_text())["state"] == "submitted" for j in ids
+    )
     assert count(emulator, "workunit") == 3 and count(emulator, "batch") == 1
     emulator.resume_volunteer()
     for job in ids:
@@ -73,15 +74,12 @@ def test_restart_after_the_batch_got_in_does_not_submit_twice(tmp_path, emulator
         assert again.status(job).exit_code == 0
 
 
-def test_restart_with_a_batch_created_but_not_filled_submits_in_a_new_batch(
-    tmp_path, emulator
-):
+def test_restart_with_a_batch_created_but_not_filled_submits_in_a_new_batch(tmp_path, emulator):
     drv = make_driver(tmp_path, emulator, batch_window_s=60)
     ids = [drv.submit(s) for s in specs(tmp_path / "work", 2)]
     rec = json.loads((drv.jobs_dir / f"{ids[0]}.json").read_text())
     # the old process got as far as create_batch
-    emulator.store.create_batch(1, emulator.store.app_by_name("uppercase")["id"],
-                                rec["batch"], 0)
+    emulator.store.create_batch(1, emulator.store.app_by_name("uppercase")["id"], rec["batch"], 0)
     die(drv)
     again = make_driver(tmp_path, emulator)
     wait_for(lambda: not any((again.queued_dir / j).exists() for j in ids))

@@ -25,8 +25,12 @@ def test_the_configured_project_is_pinged(tmp_path):
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         closed = s.getsockname()[1]
-    down = {"project_url": f"http://127.0.0.1:{closed}/p/", "authenticator_file": str(auth),
-            "retries": 0, "timeout": 2}
+    down = {
+        "project_url": f"http://127.0.0.1:{closed}/p/",
+        "authenticator_file": str(auth),
+        "retries": 0,
+        "timeout": 2,
+    }
     with pytest.raises(DriverError):
         get_driver("boinc", down, tmp_path / "down").ping()
 

@@ -13,24 +13,42 @@ from gahp_lrms._boinc_store import BatchRecord, JobRecord, JobState, JobStore
 
 # As the threaded driver (before the asyncio rewrite) wrote them.
 OLD_QUEUED = {
-    "job": "blah-8a9df57b5036418b", "batch": "blahb-454da050ab1344b4", "state": "queued",
-    "app": "uppercase", "args": ["-v", "a b"], "inputs": [["/w/in", "in"]],
-    "params": {"memory": 100000000.0, "delay": 3600.0}, "project_url": None,
-    "authenticator_file": None, "workdir": "/w", "stdout": "out", "stderr": None,
-    "transfer_output": [], "cancelled": False, "final": None,
+    "job": "blah-8a9df57b5036418b",
+    "batch": "blahb-454da050ab1344b4",
+    "state": "queued",
+    "app": "uppercase",
+    "args": ["-v", "a b"],
+    "inputs": [["/w/in", "in"]],
+    "params": {"memory": 100000000.0, "delay": 3600.0},
+    "project_url": None,
+    "authenticator_file": None,
+    "workdir": "/w",
+    "stdout": "out",
+    "stderr": None,
+    "transfer_output": [],
+    "cancelled": False,
+    "final": None,
 }
 OLD_DONE = {
-    **OLD_QUEUED, "state": "submitted",
+    **OLD_QUEUED,
+    "state": "submitted",
     "final": {"status": 4, "exit_code": 0, "wallclock_s": 0.116128, "user_cpu_s": 0.114213},
 }
 OLD_HELD = {
-    **OLD_QUEUED, "job": "blah-00000000000000ff", "state": "held",
-    "project_url": "http://other.example/p/", "authenticator_file": "/a",
-    "stderr": "err", "transfer_output": ["o1", "o2"],
+    **OLD_QUEUED,
+    "job": "blah-00000000000000ff",
+    "state": "held",
+    "project_url": "http://other.example/p/",
+    "authenticator_file": "/a",
+    "stderr": "err",
+    "transfer_output": ["o1", "o2"],
     "final": {"status": 5, "hold_reason": "BOINC submission failed: no such app"},
 }
 OLD_FAILED_CANCELLED = {
-    **OLD_QUEUED, "job": "blah-00000000000000fe", "state": "submitted", "cancelled": True,
+    **OLD_QUEUED,
+    "job": "blah-00000000000000fe",
+    "state": "submitted",
+    "cancelled": True,
     "params": {"memory": None, "delay": None},
     "final": {"status": 4, "exit_code": 3, "exit_reason": "BOINC job failed with exit status 3"},
 }
@@ -93,8 +111,10 @@ def test_hold_records_the_reason_and_ends_the_queueing(store):
     assert list(store.queued()) == []
     saved = json.loads(store.path(rec.job).read_text())
     assert saved["state"] == "held"
-    assert saved["final"] == {"status": int(JobStatus.HELD),
-                              "hold_reason": "input file in: not readable"}
+    assert saved["final"] == {
+        "status": int(JobStatus.HELD),
+        "hold_reason": "input file in: not readable",
+    }
 
 
 def test_forget_leaves_no_trace(store):
@@ -120,8 +140,9 @@ def test_an_unknown_job_is_none_an_unreadable_one_an_error(store):
 def batch_of(store: JobStore, n: int, final: set[int] = frozenset()) -> list[JobRecord]:
     recs = []
     for i in range(n):
-        rec = JobRecord(job=f"blah-{i:016x}", app="a", workdir="/w", batch="blahb-1",
-                        state=JobState.SUBMITTED)
+        rec = JobRecord(
+            job=f"blah-{i:016x}", app="a", workdir="/w", batch="blahb-1", state=JobState.SUBMITTED
+        )
         if i in final:
             rec.final = JobInfo(JobStatus.COMPLETED, exit_code=0)
         store.save(rec)

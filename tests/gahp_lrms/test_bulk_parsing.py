@@ -6,7 +6,9 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from gahp_lrms import JobStatus, get_driver
+from lrms_helpers import SyncDriver, sync_driver
+
+from gahp_lrms import JobStatus
 from gahp_lrms.pbs import parse_qstat_full_all
 from gahp_lrms.slurm import job_info_from_fields, parse_sacct_rows, parse_squeue
 
@@ -82,7 +84,7 @@ def test_slurm_bulk_status_two_commands_for_any_number_of_jobs(tmp_path):
             ),
         },
     )
-    drv = get_driver("slurm", {"bin_dir": str(bindir)}, tmp_path / "state")
+    drv = sync_driver("slurm", {"bin_dir": str(bindir)}, tmp_path / "state")
     ids = [str(i) for i in range(100, 600)] + ["5", "6"]
     found = drv.bulk_status(ids)
     assert set(found) == set(ids) - {"6"}  # 6: known nowhere, left to a direct query
@@ -96,7 +98,7 @@ def test_slurm_bulk_status_two_commands_for_any_number_of_jobs(tmp_path):
 
 
 def test_a_command_driver_with_its_own_status_keeps_working(tmp_path):
-    from gahp_lrms.base import CommandDriver
+    from gahp_lrms.base import CommandDriver, as_driver
     from gahp_lrms.model import JobInfo
 
     class Old(CommandDriver):  # a third-party driver written before query_status
@@ -125,7 +127,7 @@ def test_a_command_driver_with_its_own_status_keeps_working(tmp_path):
         def _run(self, *argv, **kw):
             self.held.add(argv[-1])
 
-    drv = Old({}, tmp_path)
-    assert drv.registry is None  # no bulk query: per job
+    drv = SyncDriver(as_driver(Old({}, tmp_path)))
+    assert drv.statuses.registry is None  # no bulk query: per job
     drv.hold("1")
     assert drv.status("1").status is JobStatus.HELD

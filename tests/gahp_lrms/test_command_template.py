@@ -9,8 +9,9 @@ from typing import Any
 
 import attrs
 import pytest
+from lrms_helpers import sync_driver
 
-from gahp_lrms import DriverError, JobSpec, get_driver
+from gahp_lrms import DriverError, JobSpec
 from gahp_lrms.base import CommandDriver
 
 _SGE_XML = (
@@ -100,8 +101,8 @@ def _driver(tmp_path: Path, system: System, commands: dict[str, str]) -> Command
     config: dict[str, Any] = {"bin_dir": str(bin_dir), "cancel_wait_s": 1}
     if system.name == "pbs":
         config["flavor"] = "pbspro"
-    driver = get_driver(system.name, config, tmp_path / "state")
-    assert isinstance(driver, CommandDriver)
+    driver = sync_driver(system.name, config, tmp_path / "state")
+    assert isinstance(driver.blocking, CommandDriver)
     return driver
 
 
@@ -123,7 +124,7 @@ def test_submit_runs_the_submit_command_and_tracks_the_job(system, tmp_path):
     workdir.mkdir()
     assert driver.submit(JobSpec("/bin/true", workdir=str(workdir))) == system.job
     assert not driver._cancelled(system.job)  # a new job, not the cancelled one
-    assert driver.registry is not None and system.job in driver.registry.tracked()
+    assert driver.statuses.registry is not None and system.job in driver.statuses.registry.tracked()
     assert f"{system.submit} " in _calls(tmp_path)
     if system.name == "lsf":  # the job runs where bsub does
         assert f"@ {workdir}\n" in _calls(tmp_path)

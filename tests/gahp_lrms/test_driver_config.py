@@ -9,6 +9,7 @@ from typing import Any, ClassVar
 
 import attrs
 import pytest
+from lrms_helpers import sync_driver
 
 from gahp_lrms import DriverError, driver_config, get_driver
 from gahp_lrms.base import CommandDriver
@@ -43,15 +44,17 @@ def base(name: str, tmp_path: Path) -> dict[str, Any]:
 def test_every_driver_reads_its_options_through_its_config_class(tmp_path):
     for name, cls in CONFIGS.items():
         drv = get_driver(name, base(name, tmp_path), tmp_path / name)
-        assert type(drv).config_class is cls
+        assert type(getattr(drv, "blocking", drv)).config_class is cls
         assert isinstance(drv.settings, cls)
 
 
 @pytest.mark.parametrize("name", ["slurm", "sge"])
-@pytest.mark.parametrize("value, expected", [("false", False), ("no", False), (False, False),
-                                             ("true", True), (True, True), ("on", True)])
+@pytest.mark.parametrize(
+    "value, expected",
+    [("false", False), ("no", False), (False, False), ("true", True), (True, True), ("on", True)],
+)
 def test_suspend_running_is_a_strict_boolean(name, value, expected, tmp_path):
-    drv = get_driver(name, {**base(name, tmp_path), "suspend_running": value}, tmp_path)
+    drv = sync_driver(name, {**base(name, tmp_path), "suspend_running": value}, tmp_path)
     assert drv.suspend_running is expected  # type: ignore[attr-defined]
 
 
@@ -59,23 +62,23 @@ def test_suspend_running_is_a_strict_boolean(name, value, expected, tmp_path):
 def test_suspend_running_refuses_a_word_it_does_not_know(name, tmp_path):
     message = f"^{name} driver: suspend_running must be true or false, not 'sometimes'$"
     with pytest.raises(DriverError, match=message):
-        get_driver(name, {**base(name, tmp_path), "suspend_running": "sometimes"}, tmp_path)
+        sync_driver(name, {**base(name, tmp_path), "suspend_running": "sometimes"}, tmp_path)
 
 
 @pytest.mark.parametrize("value", ["false", "no", "off", "0", False, 0])
 def test_insecure_false_keeps_tls_verification_on(value, tmp_path):
-    drv = get_driver("boinc", {"insecure": value}, tmp_path)
+    drv = sync_driver("boinc", {"insecure": value}, tmp_path)
     assert drv.settings.insecure is False  # type: ignore[attr-defined]
 
 
 def test_pbs_slurm_status_and_status_registry_are_strict(tmp_path):
-    drv = get_driver("pbs", {**base("pbs", tmp_path), "slurm_status": "false"}, tmp_path)
+    drv = sync_driver("pbs", {**base("pbs", tmp_path), "slurm_status": "false"}, tmp_path)
     assert drv.settings.slurm_status is False  # type: ignore[attr-defined]
     assert drv._slurm is None  # type: ignore[attr-defined]
     with pytest.raises(DriverError, match="^pbs driver: slurm_status must be true or false"):
-        get_driver("pbs", {**base("pbs", tmp_path), "slurm_status": "yes please"}, tmp_path)
+        sync_driver("pbs", {**base("pbs", tmp_path), "slurm_status": "yes please"}, tmp_path)
     with pytest.raises(DriverError, match="^pbs driver: flavor must be one of auto, pbspro"):
-        get_driver("pbs", {**base("pbs", tmp_path), "flavor": "openpbs"}, tmp_path)
+        sync_driver("pbs", {**base("pbs", tmp_path), "flavor": "openpbs"}, tmp_path)
 
 
 @pytest.mark.parametrize("name", sorted(CONFIGS))
@@ -83,7 +86,7 @@ def test_an_unknown_key_is_refused_with_its_name(name, tmp_path):
     with pytest.raises(
         DriverError, match=f"^{name} driver: unknown configuration key partiton \\(known: "
     ):
-        get_driver(name, {**base(name, tmp_path), "partiton": "short"}, tmp_path)
+        sync_driver(name, {**base(name, tmp_path), "partiton": "short"}, tmp_path)
 
 
 NUMBERS = {
@@ -100,25 +103,25 @@ NUMBERS = {
 def test_a_string_where_a_number_goes_is_refused(name, tmp_path):
     key = NUMBERS[name]
     with pytest.raises(DriverError, match=f"^{name} driver: {key} must be .*, not '30'$"):
-        get_driver(name, {**base(name, tmp_path), key: "30"}, tmp_path)
+        sync_driver(name, {**base(name, tmp_path), key: "30"}, tmp_path)
     with pytest.raises(DriverError, match=f"^{name} driver: {key} must be .*, not true$"):
-        get_driver(name, {**base(name, tmp_path), key: True}, tmp_path)
+        sync_driver(name, {**base(name, tmp_path), key: True}, tmp_path)
 
 
 def test_numbers_out_of_range_are_refused(tmp_path):
     slurm = base("slurm", tmp_path)
     with pytest.raises(DriverError, match="command_timeout must be a positive number, not 0$"):
-        get_driver("slurm", {**slurm, "command_timeout": 0}, tmp_path)
+        sync_driver("slurm", {**slurm, "command_timeout": 0}, tmp_path)
     with pytest.raises(DriverError, match="submit_attempts must be a whole number above 0"):
-        get_driver("boinc", {"submit_attempts": 0}, tmp_path)
+        sync_driver("boinc", {"submit_attempts": 0}, tmp_path)
     with pytest.raises(DriverError, match="retries must be a whole number of 0 or more"):
-        get_driver("boinc", {"retries": 2.5}, tmp_path)
-    assert get_driver("boinc", {"batch_window_s": 0}, tmp_path).batch_window_s == 0  # type: ignore[attr-defined]
+        sync_driver("boinc", {"retries": 2.5}, tmp_path)
+    assert sync_driver("boinc", {"batch_window_s": 0}, tmp_path).batch_window_s == 0  # type: ignore[attr-defined]
 
 
 def test_the_boinc_project_url_is_checked_at_once(tmp_path):
     with pytest.raises(DriverError, match="^boinc driver: project_url must start with http"):
-        get_driver("boinc", {"project_url": "boinc.example.org/p/"}, tmp_path)
+        sync_driver("boinc", {"project_url": "boinc.example.org/p/"}, tmp_path)
 
 
 def test_driver_config_checks_without_building_the_driver(tmp_path):
@@ -185,8 +188,9 @@ def documented_defaults() -> list[tuple[str, str, str, float | bool]]:
                     for key, default in zip(keys, defaults, strict=True):
                         if (value := _scalar(default)) is not None:
                             found.append((guide.name, driver, key, value))
-        for name, body in re.findall(r"^```toml\n\[driver\.(\w+)\][^\n]*\n(.*?)^```", text,
-                                     re.M | re.S):
+        for name, body in re.findall(
+            r"^```toml\n\[driver\.(\w+)\][^\n]*\n(.*?)^```", text, re.M | re.S
+        ):
             for key, default in re.findall(r"^# (\w+) = (\S+)", body, re.M):
                 if (value := _scalar(default)) is not None:
                     found.append((guide.name, name, key, value))
@@ -197,8 +201,7 @@ def test_the_guides_document_defaults():
     assert len(documented_defaults()) >= 20
 
 
-@pytest.mark.parametrize("guide, driver, key, default", documented_defaults(),
-                         ids=lambda v: str(v))
+@pytest.mark.parametrize("guide, driver, key, default", documented_defaults(), ids=lambda v: str(v))
 def test_each_documented_default_is_the_config_class_default(guide, driver, key, default):
     fields = {f.name: f.default for f in attrs.fields(CONFIGS[driver])}
     assert key in fields, f"{guide}: {driver} has no option {key}"

@@ -10,10 +10,10 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from lrms_helpers import TRICKY_ARGS, TRICKY_ENV, wait_job, wait_status
+from lrms_helpers import TRICKY_ARGS, TRICKY_ENV, sync_driver, wait_job, wait_status
 
 from gahp_core.testing import wait_for
-from gahp_lrms import DriverError, JobSpec, JobStatus, get_driver
+from gahp_lrms import DriverError, JobSpec, JobStatus
 from gahp_lrms.fork import ForkDriver
 
 DONE = (JobStatus.COMPLETED, JobStatus.REMOVED)
@@ -211,7 +211,7 @@ def test_new_driver_object_answers_for_old_jobs(fork_driver, tmp_path):
     wait_status(fork_driver, running, JobStatus.RUNNING)
     done = fork_driver.submit(JobSpec("/bin/sh", ("-c", "exit 4")))
     wait_status(fork_driver, done, *DONE)
-    restarted = get_driver("fork", {}, fork_driver.state_dir)
+    restarted = sync_driver("fork", {}, fork_driver.state_dir)
     assert restarted.status(running).status is JobStatus.RUNNING
     assert restarted.status(done).exit_code == 4
     gate.touch()
@@ -225,14 +225,14 @@ def test_job_survives_its_server(tmp_path):
     import sys
 
     code = (
-        "import sys; from pathlib import Path; from gahp_lrms import get_driver, JobSpec;"
+        "import asyncio, sys; from pathlib import Path; from gahp_lrms import get_driver, JobSpec;"
         f"d = get_driver('fork', {{}}, Path({str(tmp_path / 'state')!r}));"
-        "print(d.submit(JobSpec('/bin/sh', ('-c', 'sleep 0.5; exit 9'))))"
+        "print(asyncio.run(d.submit(JobSpec('/bin/sh', ('-c', 'sleep 0.5; exit 9')))))"
     )
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=30)
     assert proc.returncode == 0, proc.stderr
     jid = proc.stdout.strip()
-    driver = get_driver("fork", {}, tmp_path / "state")
+    driver = sync_driver("fork", {}, tmp_path / "state")
     assert wait_status(driver, jid, JobStatus.RUNNING, *DONE).status is JobStatus.RUNNING
     assert wait_status(driver, jid, *DONE).exit_code == 9
 
@@ -276,7 +276,7 @@ def _gated_python(tmp_path: Path) -> tuple[Path, Path]:
 def test_submit_returns_before_the_supervisor_starts(tmp_path):
     """submit does not wait for the supervisor: the job is IDLE until it has started."""
     python, gate = _gated_python(tmp_path)
-    driver = get_driver("fork", {"python": str(python)}, tmp_path / "state")
+    driver = sync_driver("fork", {"python": str(python)}, tmp_path / "state")
     marker = tmp_path / "ran"
     jid = driver.submit(JobSpec("/bin/touch", (str(marker),)))
     assert driver.status(jid).status is JobStatus.IDLE
@@ -288,7 +288,7 @@ def test_submit_returns_before_the_supervisor_starts(tmp_path):
 
 def test_held_before_the_supervisor_starts(tmp_path):
     python, gate = _gated_python(tmp_path)
-    driver = get_driver("fork", {"python": str(python)}, tmp_path / "state")
+    driver = sync_driver("fork", {"python": str(python)}, tmp_path / "state")
     marker = tmp_path / "ran"
     jid = driver.submit(JobSpec("/bin/touch", (str(marker),), start_held=True))
     assert driver.status(jid).status is JobStatus.HELD
@@ -305,7 +305,7 @@ def test_cancel_before_the_supervisor_starts_never_runs_the_job(tmp_path):
     import threading
 
     python, gate = _gated_python(tmp_path)
-    driver = get_driver("fork", {"python": str(python)}, tmp_path / "state")
+    driver = sync_driver("fork", {"python": str(python)}, tmp_path / "state")
     marker = tmp_path / "ran"
     jid = driver.submit(JobSpec("/bin/touch", (str(marker),)))
     cancelled = threading.Event()
@@ -325,7 +325,7 @@ def test_a_supervisor_that_cannot_start_gives_a_definite_answer(tmp_path):
     failing = tmp_path / "failing-python"
     failing.write_text("#!/bin/sh\necho 'no interpreter here' >&2\nexit 3\n")
     failing.chmod(0o755)
-    driver = get_driver("fork", {"python": str(failing)}, tmp_path / "state")
+    driver = sync_driver("fork", {"python": str(failing)}, tmp_path / "state")
     jid = driver.submit(JobSpec("/bin/true", ()))
     info = wait_status(driver, jid, *DONE)
     assert info.status is JobStatus.COMPLETED and info.exit_code is None
@@ -336,7 +336,7 @@ def test_a_supervisor_that_cannot_start_gives_a_definite_answer(tmp_path):
 
 
 def test_a_missing_interpreter_is_refused_at_submit(tmp_path):
-    driver = get_driver("fork", {"python": str(tmp_path / "no-python")}, tmp_path / "state")
+    driver = sync_driver("fork", {"python": str(tmp_path / "no-python")}, tmp_path / "state")
     with pytest.raises(DriverError, match="cannot start the fork supervisor"):
         driver.submit(JobSpec("/bin/true", ()))
 

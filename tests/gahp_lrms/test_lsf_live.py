@@ -12,9 +12,9 @@ from datetime import datetime, timedelta
 from pathlib import Path
 
 import pytest
-from lrms_helpers import TRICKY_ARGS, TRICKY_ENV, lsf_mkdir, wait_status
+from lrms_helpers import TRICKY_ARGS, TRICKY_ENV, lsf_mkdir, sync_driver, wait_status
 
-from gahp_lrms import Driver, DriverError, JobSpec, JobStatus, get_driver
+from gahp_lrms import Driver, DriverError, JobSpec, JobStatus
 from gahp_lrms.lsf import parse_lsf_conf
 
 DONE = (JobStatus.COMPLETED, JobStatus.REMOVED)
@@ -67,7 +67,7 @@ def test_ping(lsf_driver):
 def test_commands_from_lsf_conf(lsf_config):
     """Without bin_dir the commands are LSF_BINDIR's of $LSF_ENVDIR/lsf.conf, not PATH's."""
     config = {k: v for k, v in lsf_config.items() if k != "bin_dir"}
-    driver = get_driver("lsf", config, Path("/nonexistent-state"))
+    driver = sync_driver("lsf", config, Path("/nonexistent-state"))
     conf = parse_lsf_conf((Path(lsf_config["lsf_envdir"]) / "lsf.conf").read_text())
     assert driver.command_path("bjobs") == str(Path(conf["LSF_BINDIR"]) / "bjobs")
     driver.ping()  # root may query (not submit)
@@ -118,7 +118,7 @@ def test_idle_running_completed_and_restart(lsf_driver, lsf_job_dir):
     info = wait_status(lsf_driver, jid, JobStatus.RUNNING)
     assert info.worker_node
     # A new driver object (a restarted server) still answers.
-    again = get_driver("lsf", dict(lsf_driver.config), lsf_driver.state_dir)
+    again = sync_driver("lsf", dict(lsf_driver.config), lsf_driver.state_dir)
     info = wait_status(again, jid, *DONE)
     assert (info.status, info.exit_code, info.exit_signal) == (JobStatus.COMPLETED, 0, None)
     assert info.wallclock_s is not None and info.wallclock_s >= 1
@@ -199,7 +199,7 @@ def test_cancel_running_job(lsf_driver, lsf_job_dir):
     assert (info.status, info.exit_reason) == (JobStatus.REMOVED, "cancelled")
     assert lsf_driver._bjobs([jid])[0][jid]["STAT"] == "EXIT"
     lsf_driver.cancel(jid)  # cancelling a removed job is a no-op
-    again = get_driver("lsf", dict(lsf_driver.config), lsf_driver.state_dir)
+    again = sync_driver("lsf", dict(lsf_driver.config), lsf_driver.state_dir)
     assert again.status(jid).status is JobStatus.REMOVED
 
 
@@ -233,7 +233,7 @@ def test_cancel_of_finished_job_changes_nothing(lsf_driver, lsf_job_dir):
     wait_status(lsf_driver, jid, *DONE)
     lsf_driver.cancel(jid)
     assert not (lsf_driver.state_dir / "cancelled" / jid).exists()
-    fresh = get_driver("lsf", dict(lsf_driver.config), lsf_driver.state_dir)
+    fresh = sync_driver("lsf", dict(lsf_driver.config), lsf_driver.state_dir)
     info = fresh.status(jid)
     assert (info.status, info.exit_code) == (JobStatus.COMPLETED, 2)
 
@@ -262,7 +262,7 @@ def test_lsf_down_is_an_error(lsf_config, tmp_path):
     never a guessed status; so does a command that hangs."""
     (tmp_path / "envdir").mkdir()
     config = {**lsf_config, "lsf_envdir": str(tmp_path / "envdir")}
-    driver = get_driver("lsf", config, tmp_path / "state")
+    driver = sync_driver("lsf", config, tmp_path / "state")
     with pytest.raises(DriverError, match="lsf.conf"):
         driver.ping()
     with pytest.raises(DriverError, match="lsf.conf"):
@@ -275,7 +275,7 @@ def test_lsf_down_is_an_error(lsf_config, tmp_path):
         (hanging / name).write_text("#!/bin/sh\nexec sleep 30\n")
         (hanging / name).chmod(0o755)
     config = {**lsf_config, "bin_dir": str(hanging), "command_timeout": 1}
-    driver = get_driver("lsf", config, tmp_path / "state2")
+    driver = sync_driver("lsf", config, tmp_path / "state2")
     with pytest.raises(DriverError, match="did not answer"):
         driver.ping()
     with pytest.raises(DriverError, match="did not answer"):
@@ -296,7 +296,7 @@ def test_bulk_status_uses_a_constant_number_of_commands(lsf_driver, lsf_job_dir)
         calls.append((name, *args))
         return real(name, *args, **kwargs)
 
-    fresh = get_driver("lsf", dict(lsf_driver.config), lsf_driver.state_dir)
+    fresh = sync_driver("lsf", dict(lsf_driver.config), lsf_driver.state_dir)
     fresh._run = counting
     found = fresh.bulk_status([*jids, "987654", "987655"])
     assert [found[jid].exit_code for jid in jids] == [0, 1, 2, 0, 1, 2]
@@ -317,7 +317,7 @@ def test_job_aged_out_of_bjobs_is_answered_from_bhist(lsf_driver, lsf_job_dir, m
     for jid in (ok, failed, killed):
         wait_status(lsf_driver, jid, *DONE)
     # A new driver whose bjobs no longer knows the jobs (as after LSF's CLEAN_PERIOD).
-    fresh = get_driver("lsf", dict(lsf_driver.config), lsf_driver.state_dir)
+    fresh = sync_driver("lsf", dict(lsf_driver.config), lsf_driver.state_dir)
     monkeypatch.setattr(fresh, "_bjobs", lambda ids: ({}, set(ids)))
     info = fresh.query_status(ok)  # not the status registry's journal: LSF itself
     assert (info.status, info.exit_code) == (JobStatus.COMPLETED, 0)
@@ -369,7 +369,7 @@ def test_bjobs_without_json(lsf_config, lsf_job_dir, tmp_path):
         f'; done\nexec {real / "bjobs"} "$@"\n'
     )
     (bin_dir / "bjobs").chmod(0o755)
-    driver = get_driver("lsf", {**lsf_config, "bin_dir": str(bin_dir)}, tmp_path / "state")
+    driver = sync_driver("lsf", {**lsf_config, "bin_dir": str(bin_dir)}, tmp_path / "state")
     jid = driver.submit(JobSpec("/bin/sh", ("-c", "sleep 1; exit 5"), workdir=str(lsf_job_dir)))
     info = wait_status(driver, jid, JobStatus.RUNNING)
     assert info.worker_node == os.uname()[1]

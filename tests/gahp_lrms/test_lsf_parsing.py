@@ -9,8 +9,9 @@ from datetime import datetime
 from pathlib import Path
 
 import pytest
+from lrms_helpers import sync_driver
 
-from gahp_lrms import DriverError, JobSpec, JobStatus, get_driver
+from gahp_lrms import DriverError, JobSpec, JobStatus
 from gahp_lrms.lsf import (
     bsub_options,
     exit_info,
@@ -428,22 +429,22 @@ def test_lsf_job_name():
 
 def test_commands_and_memory_unit_from_lsf_conf(tmp_path: Path):
     (tmp_path / "lsf.conf").write_text("LSF_BINDIR=/lsf/bin\nLSF_UNIT_FOR_LIMITS=KB\n")
-    driver = get_driver("lsf", {"lsf_envdir": str(tmp_path)}, tmp_path / "state")
+    driver = sync_driver("lsf", {"lsf_envdir": str(tmp_path)}, tmp_path / "state")
     assert driver.command_path("bsub") == "/lsf/bin/bsub"
     assert driver.env["LSF_ENVDIR"] == str(tmp_path)
     assert driver.memory_unit == "KB"
-    mine = get_driver("lsf", {"lsf_envdir": str(tmp_path), "bin_dir": "/x"}, tmp_path / "s")
+    mine = sync_driver("lsf", {"lsf_envdir": str(tmp_path), "bin_dir": "/x"}, tmp_path / "s")
     assert mine.command_path("bsub") == "/x/bsub"
-    bare = get_driver("lsf", {"lsf_envdir": str(tmp_path / "none")}, tmp_path / "s2")
+    bare = sync_driver("lsf", {"lsf_envdir": str(tmp_path / "none")}, tmp_path / "s2")
     assert bare.command_path("bsub") == "bsub" and bare.memory_unit == "MB"
     with pytest.raises(DriverError, match="unknown configuration key"):
-        get_driver("lsf", {"sge_root": "/x"}, tmp_path / "s3")
+        sync_driver("lsf", {"sge_root": "/x"}, tmp_path / "s3")
 
 
 def test_a_failing_bhist_leaves_only_its_jobs_out(tmp_path: Path, monkeypatch):
     """In a bulk query, bhist failing costs the jobs it was asked about (asked again on their
     own), not the whole query; asked alone, the failure is an error."""
-    driver = get_driver("lsf", {"lsf_envdir": str(tmp_path)}, tmp_path / "state")
+    driver = sync_driver("lsf", {"lsf_envdir": str(tmp_path)}, tmp_path / "state")
     jobs, _ = parse_bjobs_json(BJOBS_JSON)
     monkeypatch.setattr(
         driver, "_bjobs", lambda ids: ({i: jobs[i] for i in ids if i in jobs}, set())
@@ -465,7 +466,7 @@ def test_final_states_kept_are_bounded(tmp_path: Path, monkeypatch):
     """Finished jobs are answered again without a command, but a long-running server keeps
     only the newest ``limit`` of them (HTCondor stops asking once it has a final state): the
     older ones are asked of LSF again, and answered the same."""
-    driver = get_driver("lsf", {"lsf_envdir": str(tmp_path)}, tmp_path / "state")
+    driver = sync_driver("lsf", {"lsf_envdir": str(tmp_path)}, tmp_path / "state")
     driver._final = FinalStates(limit=50)
     asked: list[str] = []
 

@@ -10,9 +10,9 @@ import json
 import time
 
 import pytest
-from lrms_helpers import TRICKY_ARGS, TRICKY_ENV, wait_job, wait_status
+from lrms_helpers import TRICKY_ARGS, TRICKY_ENV, sync_driver, wait_job, wait_status
 
-from gahp_lrms import Driver, DriverError, JobSpec, JobStatus, get_driver
+from gahp_lrms import Driver, DriverError, JobSpec, JobStatus
 
 DONE = (JobStatus.COMPLETED, JobStatus.REMOVED)
 
@@ -91,7 +91,7 @@ def test_exit_code_exact_and_final(openpbs_driver, code):
     info = wait_status(openpbs_driver, jid, *DONE, timeout=60)
     assert (info.status, info.exit_code, info.exit_signal) == (JobStatus.COMPLETED, code, None)
     # A new driver object (a restarted server) asks PBS's history and agrees.
-    again = get_driver("pbs", dict(openpbs_driver.config), openpbs_driver.state_dir / "new")
+    again = sync_driver("pbs", dict(openpbs_driver.config), openpbs_driver.state_dir / "new")
     assert again.status(jid) == info
 
 
@@ -108,8 +108,9 @@ def test_two_nodes_of_one_cpu_run(openpbs_driver, tmp_path):
     """Defect 4: NodeNumber = 2, SMPGranularity = 1 is PBS Professional's select=2:ncpus=1
     (``-l nodes=2:ppn=1 -l ncpus=1`` is refused by qsub)."""
     out = tmp_path / "nodes"
-    spec = JobSpec("/bin/sh", ("-c", 'wc -l < "$PBS_NODEFILE"'), stdout=str(out),
-                   nodes=2, cpus_per_node=1)
+    spec = JobSpec(
+        "/bin/sh", ("-c", 'wc -l < "$PBS_NODEFILE"'), stdout=str(out), nodes=2, cpus_per_node=1
+    )
     jid = openpbs_driver.submit(spec)
     info = wait_status(openpbs_driver, jid, *DONE, timeout=60)
     assert (info.status, info.exit_code) == (JobStatus.COMPLETED, 0)
@@ -132,12 +133,21 @@ def test_cancel_running_job_is_removed_at_once(openpbs_driver, tmp_path):
     info = openpbs_driver.status(jid)
     assert info.status is JobStatus.REMOVED
     # PBS ends it; it stays REMOVED, also for a restarted server.
-    ended = wait_job(openpbs_driver, jid,
-                     lambda i: json.loads(openpbs_driver._run(  # type: ignore[attr-defined]
-                         "qstat", "-x", "-f", "-F", "json", jid).stdout)["Jobs"][jid]
-                     ["job_state"] == "F", timeout=60)
+    ended = wait_job(
+        openpbs_driver,
+        jid,
+        lambda i: (
+            json.loads(
+                openpbs_driver._run(  # type: ignore[attr-defined]
+                    "qstat", "-x", "-f", "-F", "json", jid
+                ).stdout
+            )["Jobs"][jid]["job_state"]
+            == "F"
+        ),
+        timeout=60,
+    )
     assert ended.status is JobStatus.REMOVED
-    again = get_driver("pbs", dict(openpbs_driver.config), openpbs_driver.state_dir)
+    again = sync_driver("pbs", dict(openpbs_driver.config), openpbs_driver.state_dir)
     assert again.status(jid).status is JobStatus.REMOVED
     openpbs_driver.cancel(jid)  # again: nothing to do
 
@@ -197,21 +207,28 @@ def test_one_bulk_query_for_many_jobs(openpbs_config, tmp_path):
     """A status round over many tracked jobs is one qstat for the live ones (never one per
     job: qstat asks the server once per id it is given), plus one for those that finished
     since the last round; then their states are final and never asked again."""
-    driver = get_driver("pbs", {**openpbs_config, "status_interval": 3600}, tmp_path)
+    driver = sync_driver("pbs", {**openpbs_config, "status_interval": 3600}, tmp_path)
     held = [driver.submit(JobSpec("/bin/true", start_held=True)) for _ in range(6)]
     quick = [driver.submit(JobSpec("/bin/true")) for _ in range(6)]
     try:
         deadline = time.monotonic() + 90
-        while set(json.loads(driver._run(  # type: ignore[attr-defined]
-                "qstat", "-x", "-f", "-F", "json", *quick).stdout)["Jobs"][i]["job_state"]
-                  for i in quick) != {"F"}:
+        while set(
+            json.loads(
+                driver._run(  # type: ignore[attr-defined]
+                    "qstat", "-x", "-f", "-F", "json", *quick
+                ).stdout
+            )["Jobs"][i]["job_state"]
+            for i in quick
+        ) != {"F"}:
             assert time.monotonic() < deadline, "the quick jobs did not finish"
             time.sleep(0.5)
         calls = _counting(driver)
-        registry = driver.registry  # type: ignore[attr-defined]
+        registry = driver.statuses.registry  # type: ignore[attr-defined]
         registry.refresh()
-        assert calls == [["qstat", "-f", "-F", "json"],
-                         ["qstat", "-x", "-f", "-F", "json", *quick]], calls
+        assert calls == [
+            ["qstat", "-f", "-F", "json"],
+            ["qstat", "-x", "-f", "-F", "json", *quick],
+        ], calls
         states = [driver.status(i) for i in held + quick]
         assert [s.status for s in states] == [JobStatus.HELD] * 6 + [JobStatus.COMPLETED] * 6
         assert all(s.exit_code == 0 for s in states[6:])
@@ -227,16 +244,16 @@ def test_bare_number_of_a_job_is_followed(openpbs_config, tmp_path):
     """The C blahp hands out PBS job ids with the bare number (``pbs/<date>/1234``, not
     ``1234.server``): after a switch, this driver follows such a job while it runs (through
     the bulk query and alone) and after it finished, with its exit code."""
-    driver = get_driver("pbs", dict(openpbs_config), tmp_path)
+    driver = sync_driver("pbs", dict(openpbs_config), tmp_path)
     full = _started_sleeper(driver, tmp_path, "sleep 2; exit 3")
     bare = full.partition(".")[0]
     assert bare.isdigit() and bare != full
     for fresh in ("registry", "alone"):
-        other = get_driver(
+        other = sync_driver(
             "pbs", {**openpbs_config, "status_registry": fresh == "registry"}, tmp_path / fresh
         )
         assert other.status(bare).status is JobStatus.RUNNING, fresh
-    other = get_driver("pbs", dict(openpbs_config), tmp_path / "after")
+    other = sync_driver("pbs", dict(openpbs_config), tmp_path / "after")
     info = wait_status(other, bare, *DONE, timeout=60)
     assert (info.status, info.exit_code) == (JobStatus.COMPLETED, 3)
 
@@ -257,7 +274,7 @@ def test_pbs_not_answering_is_an_error(openpbs_config, tmp_path):
     """qstat failing (here: a server name PBS cannot reach) is an error, never a guess."""
     bad = tmp_path / "pbs.conf"
     bad.write_text("PBS_EXEC=/opt/pbs\nPBS_SERVER=nosuch.invalid\nPBS_HOME=/var/spool/pbs\n")
-    driver = get_driver("pbs", {**openpbs_config, "command_timeout": 20}, tmp_path / "s")
+    driver = sync_driver("pbs", {**openpbs_config, "command_timeout": 20}, tmp_path / "s")
     driver.env["PBS_CONF_FILE"] = str(bad)
     driver.env.pop("PBS_SERVER", None)
     with pytest.raises(DriverError):
@@ -269,7 +286,7 @@ def test_pbs_not_answering_is_an_error(openpbs_config, tmp_path):
 def test_a_state_path_not_shell_safe_uses_a_private_script_directory(openpbs_config, tmp_path):
     """A state path with '@' (user names like alice@example.org): the scripts go to a
     directory of the driver's own (mkdtemp, mode 700, removed at close), and qsub runs them."""
-    drv = get_driver("pbs", dict(openpbs_config), tmp_path / "alice@example.org")
+    drv = sync_driver("pbs", dict(openpbs_config), tmp_path / "alice@example.org")
     jid = drv.submit(JobSpec("/bin/sh", ("-c", "exit 6")))
     info = wait_status(drv, jid, *DONE, timeout=60)
     assert (info.status, info.exit_code) == (JobStatus.COMPLETED, 6)

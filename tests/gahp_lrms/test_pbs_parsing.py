@@ -67,9 +67,14 @@ def test_exit_status_meanings(exit_status, code, signal, reason):
 
 
 def test_states():
-    for state, want in (("Q", JobStatus.IDLE), ("W", JobStatus.IDLE),
-                        ("R", JobStatus.RUNNING), ("E", JobStatus.RUNNING),
-                        ("S", JobStatus.HELD), ("X", JobStatus.COMPLETED)):
+    for state, want in (
+        ("Q", JobStatus.IDLE),
+        ("W", JobStatus.IDLE),
+        ("R", JobStatus.RUNNING),
+        ("E", JobStatus.RUNNING),
+        ("S", JobStatus.HELD),
+        ("X", JobStatus.COMPLETED),
+    ):
         assert info_from_pbspro({"job_state": state}).status is want
     finished = info_from_pbspro({"job_state": "F", "comment": "Job deleted"})
     assert finished.exit_code is None and "Job deleted" in finished.exit_reason
@@ -80,8 +85,7 @@ def test_states():
 
 
 def test_unknown_ids_from_error_lines():
-    text = ("qstat: Unknown Job Id 9.vm\n"
-            "qstat: illegally formed job identifier: 9.nosuchhost\n")
+    text = "qstat: Unknown Job Id 9.vm\nqstat: illegally formed job identifier: 9.nosuchhost\n"
     assert unknown_ids(text) == {"9.vm", "9.nosuchhost"}
     assert unknown_ids("") == set()
     assert unknown_ids("qstat: Unknown Job Id 9.vm\nConnection refused\n") is None
@@ -115,7 +119,7 @@ def _pbs_shims(tmp_path, state: str, qdel_rc: int):
     ``qdel_rc`` (as qdel does for an exiting job: 168, "Request invalid for state of job")."""
     import json
 
-    from gahp_lrms import get_driver
+    from lrms_helpers import sync_driver
 
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
@@ -130,8 +134,9 @@ def _pbs_shims(tmp_path, state: str, qdel_rc: int):
     )
     for tool in ("qstat", "qdel"):
         (bin_dir / tool).chmod(0o755)
-    return get_driver("pbs", {"bin_dir": str(bin_dir), "status_registry": False},
-                      tmp_path / "state")
+    return sync_driver(
+        "pbs", {"bin_dir": str(bin_dir), "status_registry": False}, tmp_path / "state"
+    )
 
 
 def test_cancel_of_an_exiting_job_is_no_error(tmp_path):

@@ -1,15 +1,19 @@
-"""The status registry's logic, in-process, with a fake clock and a fake bulk query."""
+"""The status registry's logic, in-process, with a fake clock and a fake bulk query (the
+registry's requests awaited on a loop of the test's: :class:`Sync`)."""
 
 from __future__ import annotations
 
-import threading
+import asyncio
+import weakref
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import attrs
 import pytest
 
+from gahp_core import setting_names
 from gahp_lrms import DriverError, JobInfo, JobStatus
+from gahp_lrms.config import RegistryConfig
 from gahp_lrms.registry import StatusRegistry, info_from_json, info_to_json
 
 IDLE = JobInfo(JobStatus.IDLE)
@@ -35,23 +39,42 @@ class FakeBatch:
         self.direct_calls: list[str] = []
         self.hidden: set[str] = set()  # ids the bulk query leaves out
 
-    def bulk(self, ids: Sequence[str]) -> dict[str, JobInfo]:
+    async def bulk(self, ids: Sequence[str]) -> dict[str, JobInfo]:
         self.bulk_calls.append(list(ids))
         if self.down:
             raise DriverError("squeue failed: Unable to contact slurm controller")
         return {i: self.jobs[i] for i in ids if i in self.jobs and i not in self.hidden}
 
-    def direct(self, native_id: str) -> JobInfo:
+    async def direct(self, native_id: str) -> JobInfo:
         self.direct_calls.append(native_id)
         if self.down:
             raise DriverError("scontrol failed: Unable to contact slurm controller")
         return self.jobs.get(native_id, JobInfo(JobStatus.COMPLETED, exit_reason="unknown"))
 
 
-def make(batch: FakeBatch, clock: Clock, journal: Path | None = None, **kw) -> StatusRegistry:
+class Sync:
+    """A registry whose requests (``status``, ``refresh``) each run to their end on a loop
+    of the test's; everything else is the registry's."""
+
+    def __init__(self, registry: StatusRegistry) -> None:
+        self.registry = registry
+        self.loop = asyncio.new_event_loop()
+        weakref.finalize(self, self.loop.close)
+
+    def status(self, native_id: str) -> JobInfo:
+        return self.loop.run_until_complete(self.registry.status(native_id))
+
+    def refresh(self) -> None:
+        self.loop.run_until_complete(self.registry.refresh())
+
+    def __getattr__(self, name: str):
+        return getattr(self.registry, name)
+
+
+def make(batch: FakeBatch, clock: Clock, journal: Path | None = None, **kw) -> Sync:
     kw.setdefault("interval", 10.0)
     kw.setdefault("stale_limit", 600.0)
-    return StatusRegistry(batch.bulk, batch.direct, journal=journal, clock=clock, **kw)
+    return Sync(StatusRegistry(batch.bulk, batch.direct, journal=journal, clock=clock, **kw))
 
 
 def test_one_bulk_query_per_interval_for_all_tracked_jobs():
@@ -143,34 +166,59 @@ def test_a_job_changed_by_the_server_is_queried_directly():
 
 def test_concurrent_requests_share_one_refresh():
     batch, clock = FakeBatch({str(i): IDLE for i in range(50)}), Clock()
-    entered, release = threading.Event(), threading.Event()
     bulk = batch.bulk
 
-    def slow_bulk(ids):
-        entered.set()
-        release.wait(30)
-        return bulk(ids)
+    async def main() -> list[JobInfo]:
+        release = asyncio.Event()
+        asked: list[str] = []
 
-    reg = StatusRegistry(slow_bulk, batch.direct, interval=10, clock=clock)
-    for i in range(50):
-        reg.track(str(i))
-    results: dict[str, JobInfo] = {}
-    calling = threading.Semaphore(0)
+        async def slow_bulk(ids):
+            await release.wait()
+            return await bulk(ids)
 
-    def ask(i: str) -> None:
-        calling.release()
-        results[i] = reg.status(i)
+        reg = StatusRegistry(slow_bulk, batch.direct, interval=10, clock=clock)
+        for i in range(50):
+            reg.track(str(i))
 
-    threads = [threading.Thread(target=ask, args=(str(i),)) for i in range(50)]
-    for t in threads:
-        t.start()
-    assert entered.wait(30)
-    for _ in threads:  # every request has been made before the query answers
-        assert calling.acquire(timeout=30)
-    release.set()
-    for t in threads:
-        t.join(30)
-    assert len(results) == 50 and set(results.values()) == {IDLE}
+        async def ask(i: str) -> JobInfo:
+            asked.append(i)
+            return await reg.status(i)
+
+        tasks = [asyncio.ensure_future(ask(str(i))) for i in range(50)]
+        while len(asked) < 50:  # every request has been made before the query answers
+            await asyncio.sleep(0)
+        await asyncio.sleep(0)
+        release.set()
+        return await asyncio.gather(*tasks)
+
+    results = asyncio.run(main())
+    assert len(results) == 50 and set(results) == {IDLE}
+    assert len(batch.bulk_calls) == 1 and batch.direct_calls == []
+
+
+def test_a_request_given_up_does_not_cancel_the_refresh_others_wait_for():
+    batch, clock = FakeBatch({"1": IDLE, "2": RUNNING}), Clock()
+    bulk = batch.bulk
+
+    async def main() -> JobInfo:
+        release = asyncio.Event()
+
+        async def slow_bulk(ids):
+            await release.wait()
+            return await bulk(ids)
+
+        reg = StatusRegistry(slow_bulk, batch.direct, interval=10, clock=clock)
+        reg.track("1")
+        reg.track("2")
+        first = asyncio.ensure_future(reg.status("1"))
+        second = asyncio.ensure_future(reg.status("2"))
+        await asyncio.sleep(0)
+        first.cancel()  # its client went away
+        await asyncio.sleep(0)
+        release.set()
+        return await second
+
+    assert asyncio.run(main()) == RUNNING
     assert len(batch.bulk_calls) == 1 and batch.direct_calls == []
 
 
@@ -206,15 +254,15 @@ def test_refresh_under_way_does_not_undo_a_newer_direct_answer():
     reg.track("1")
     held = JobInfo(JobStatus.HELD, hold_reason="suspended")
 
-    def bulk(ids):  # the job is held while the query runs, after it read the state
+    async def bulk(ids):  # the job is held while the query runs, after it read the state
         answer = {"1": RUNNING}
         batch.jobs["1"] = held
         clock.now += 1
         reg.invalidate("1")
-        assert reg.status("1") == held  # the server's own hold: asked directly
+        assert await reg.registry.status("1") == held  # the server's own hold: asked directly
         return answer
 
-    reg.bulk = bulk
+    reg.registry.bulk = bulk
     reg.refresh()
     assert reg.status("1") == held
 
@@ -302,29 +350,34 @@ def test_info_json_round_trip():
 
 @pytest.mark.parametrize("name", ["slurm", "pbs", "sge", "boinc"])
 def test_every_driver_reads_the_registry_keys_alike(name, tmp_path):
-    from gahp_lrms import get_driver
-    from gahp_lrms.registry import RegistryHolder
+    from lrms_helpers import sync_driver
 
     base = {} if name == "boinc" else {"bin_dir": str(tmp_path / "bin")}  # never run here
-    off = get_driver(
+    off = sync_driver(
         name,
         {**base, "status_interval": 2.5, "stale_limit_s": 60, "status_registry": "no"},
         tmp_path,
     )
-    assert isinstance(off, RegistryHolder)
-    assert RegistryHolder.registry_keys <= type(off).known_keys()
-    assert (off.status_interval, off.stale_limit_s, off.use_registry) == (2.5, 60.0, False)
-    assert off.registry is None
-    on = get_driver(name, {**base, "status_interval": 7}, tmp_path / "on")
-    registry = on.registry
-    assert registry is not None and registry is on.registry  # built once
+    assert (
+        setting_names(RegistryConfig)
+        <= type(getattr(off.driver, "blocking", off.driver)).known_keys()
+    )
+    assert (off.statuses.interval, off.statuses.stale_limit, off.statuses.enabled) == (
+        2.5,
+        60.0,
+        False,
+    )
+    assert off.statuses.registry is None
+    on = sync_driver(name, {**base, "status_interval": 7}, tmp_path / "on")
+    registry = on.statuses.registry
+    assert registry is not None and registry is on.statuses.registry  # built once
     assert (registry.interval, registry.stale_limit) == (7.0, 1800.0)
     assert registry.journal == tmp_path / "on" / "status-registry.jsonl"
-    assert registry.name == ("BOINC project" if name == "boinc" else type(on).system)
+    assert registry.name == ("BOINC project" if name == "boinc" else type(on.blocking).system)
     for key, value in (("stale_limit_s", "soon"), ("status_interval", "2.5")):
         with pytest.raises(
             DriverError, match=f"{name} driver: {key} must be a number of 0 or more, not '"
         ):
-            get_driver(name, {**base, key: value}, tmp_path / "bad")
+            sync_driver(name, {**base, key: value}, tmp_path / "bad")
     with pytest.raises(DriverError, match=f"{name} driver: status_registry must be true or"):
-        get_driver(name, {**base, "status_registry": "sometimes"}, tmp_path / "bad")
+        sync_driver(name, {**base, "status_registry": "sometimes"}, tmp_path / "bad")

@@ -12,8 +12,9 @@ import time
 from pathlib import Path
 
 import pytest
+from lrms_helpers import sync_driver
 
-from gahp_lrms import Driver, JobInfo, JobSpec, JobStatus, get_driver
+from gahp_lrms import Driver, JobInfo, JobSpec, JobStatus
 from gahp_lrms.base import CommandDriver
 
 INTERVAL = 2.0
@@ -43,8 +44,8 @@ def system(request, batch_env) -> tuple[str, dict[str, str]]:
 @pytest.fixture
 def driver(system, tmp_path: Path):
     name, env = system
-    drv = get_driver(name, _config(name, env), tmp_path / "state")
-    assert isinstance(drv, CommandDriver) and drv.registry is not None
+    drv = sync_driver(name, _config(name, env), tmp_path / "state")
+    assert isinstance(drv.blocking, CommandDriver) and drv.statuses.registry is not None
     submitted: list[str] = []
     submit = drv.submit
 
@@ -84,7 +85,7 @@ def _wait(drv: Driver, native_id: str, wanted, timeout: float = 60) -> JobInfo:
 
 
 def test_many_statuses_one_bulk_query_and_a_change_seen_within_one_interval(driver):
-    reg = driver.registry
+    reg = driver.statuses.registry
     jobs = [driver.submit(JobSpec("/bin/sleep", ("300",), start_held=True)) for _ in range(5)]
     reg.refresh()
     before = reg.stats.refreshes
@@ -105,7 +106,7 @@ def test_many_statuses_one_bulk_query_and_a_change_seen_within_one_interval(driv
 
 
 def test_finished_jobs_exact_exit_codes_from_the_bulk_query(driver):
-    reg = driver.registry
+    reg = driver.statuses.registry
     codes = {driver.submit(JobSpec("/bin/sh", ("-c", f"exit {n}"))): n for n in (0, 3, 42)}
     killed = driver.submit(JobSpec("/bin/sh", ("-c", "kill -KILL $$")))
     deadline = time.monotonic() + 90
@@ -123,10 +124,10 @@ def test_finished_jobs_exact_exit_codes_from_the_bulk_query(driver):
     if driver.name != "pbs" or getattr(driver, "slurm", None) is not None:
         assert (infos[killed].exit_code, infos[killed].exit_signal) == (None, 9)
     # Final: asked no more, the same answer from a new driver (a restarted server).
-    again = get_driver(driver.name, dict(driver.config), driver.state_dir)
+    again = sync_driver(driver.name, dict(driver.config), driver.state_dir)
     for native_id, code in codes.items():
         assert again.status(native_id).exit_code == code
-    assert again.registry.stats.direct_queries == 0
+    assert again.statuses.registry.stats.direct_queries == 0
 
 
 def test_job_unknown_to_the_registry_and_to_the_batch_system(driver):
@@ -135,12 +136,12 @@ def test_job_unknown_to_the_registry_and_to_the_batch_system(driver):
     info = driver.status("987654321")
     assert info.status is JobStatus.COMPLETED and info.exit_code is None
     assert "no longer known" in (info.exit_reason or "")
-    assert driver.registry.stats.direct_queries >= 1
+    assert driver.statuses.registry.stats.direct_queries >= 1
     # A job the server did not submit (another client's) is answered too, then tracked.
     other = driver.submit(JobSpec("/bin/sleep", ("300",), start_held=True))
-    fresh = get_driver(driver.name, dict(driver.config), driver.state_dir.parent / "other")
+    fresh = sync_driver(driver.name, dict(driver.config), driver.state_dir.parent / "other")
     assert fresh.status(other).status is JobStatus.HELD
-    assert other in fresh.registry.tracked()
+    assert other in fresh.statuses.registry.tracked()
 
 
 def test_cancel_hold_resume_are_seen_at_once(driver):
@@ -154,7 +155,7 @@ def test_cancel_hold_resume_are_seen_at_once(driver):
 
 def test_per_job_path_remains(system, tmp_path):
     name, env = system
-    drv = get_driver(name, {**_config(name, env), "status_registry": "false"}, tmp_path)
-    assert drv.registry is None
+    drv = sync_driver(name, {**_config(name, env), "status_registry": "false"}, tmp_path)
+    assert drv.statuses.registry is None
     info = drv.status("987654321")
     assert info.status is JobStatus.COMPLETED and info.exit_code is None

@@ -7,8 +7,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from lrms_helpers import sync_driver
 
-from gahp_lrms import DriverError, JobSpec, get_driver
+from gahp_lrms import DriverError, JobSpec
 from gahp_lrms.lsf import bsub_options
 from gahp_lrms.pbs import qsub_options as pbs_qsub_options
 from gahp_lrms.script import directive_line, render_script
@@ -143,7 +144,7 @@ def test_hostile_extra_arguments_are_refused(words, match):
 @pytest.mark.parametrize("driver", ["slurm", "pbs", "lsf"])
 def test_extra_arguments_reach_the_script_head_only(driver, tmp_path):
     job = spec(extra_args=("--comment=$(touch /tmp/x)", "-N", "name"), arguments=("a",))
-    drv = get_driver(
+    drv = sync_driver(
         driver,
         {"bin_dir": str(tmp_path), "flavor": "pbspro"}
         if driver == "pbs"
@@ -177,7 +178,7 @@ def test_a_script_without_extra_arguments_is_unchanged():
 
 @pytest.mark.parametrize("driver", ["fork"])
 def test_drivers_without_a_batch_system_refuse_the_requests(driver, tmp_path):
-    drv = get_driver(driver, {}, tmp_path / "state")
+    drv = sync_driver(driver, {}, tmp_path / "state")
     for kw in ({"gpus": 1}, {"whole_nodes": True}, {"extra_args": ("--qos=x",)}, {"mics": 1}):
         with pytest.raises(DriverError, match="cannot give a job"):
             drv.submit(spec(**kw))
@@ -202,8 +203,8 @@ def _stand_ins(tmp_path: Path, commands: dict[str, str]) -> SlurmDriver:
         path = bin_dir / name
         path.write_text(f"#!/bin/sh\necho \"{name} $*\" >> '{tmp_path}/calls'\n{body}\n")
         path.chmod(0o755)
-    drv = get_driver("slurm", {"bin_dir": str(bin_dir), "cancel_wait_s": 1}, tmp_path / "st")
-    assert isinstance(drv, SlurmDriver)
+    drv = sync_driver("slurm", {"bin_dir": str(bin_dir), "cancel_wait_s": 1}, tmp_path / "st")
+    assert isinstance(drv.blocking, SlurmDriver)
     return drv
 
 

@@ -8,9 +8,9 @@ import time
 from datetime import datetime, timedelta
 
 import pytest
-from lrms_helpers import TRICKY_ARGS, TRICKY_ENV, wait_job, wait_status
+from lrms_helpers import TRICKY_ARGS, TRICKY_ENV, sync_driver, wait_job, wait_status
 
-from gahp_lrms import Driver, DriverError, JobSpec, JobStatus, get_driver
+from gahp_lrms import Driver, DriverError, JobSpec, JobStatus
 
 DONE = (JobStatus.COMPLETED, JobStatus.REMOVED)
 # Lines that would be qsub options if SGE read "#$" directives from the script.
@@ -74,7 +74,7 @@ def test_idle_running_completed_and_restart(sge_driver, tmp_path):
     info = wait_status(sge_driver, jid, JobStatus.RUNNING)
     assert info.worker_node
     # A new driver object (a restarted server) still answers.
-    again = get_driver("sge", dict(sge_driver.config), sge_driver.state_dir)
+    again = sync_driver("sge", dict(sge_driver.config), sge_driver.state_dir)
     info = wait_status(again, jid, *DONE)
     assert (info.status, info.exit_code, info.exit_signal) == (JobStatus.COMPLETED, 0, None)
     assert info.wallclock_s is not None and info.wallclock_s >= 1
@@ -145,7 +145,7 @@ def test_suspend_and_resume_running_job(sge_driver, tmp_path):
 
 
 def test_running_job_hold_refused_when_configured(sge_config, tmp_path):
-    driver = get_driver("sge", {**sge_config, "suspend_running": "false"}, tmp_path)
+    driver = sync_driver("sge", {**sge_config, "suspend_running": "false"}, tmp_path)
     jid = _started_sleeper(driver, tmp_path)
     try:
         with pytest.raises(DriverError, match="cannot hold a running job"):
@@ -160,7 +160,7 @@ def test_cancel_running_job(sge_driver, tmp_path):
     info = wait_status(sge_driver, jid, *DONE, timeout=15)
     assert (info.status, info.exit_reason) == (JobStatus.REMOVED, "cancelled")
     sge_driver.cancel(jid)  # cancelling a removed job is a no-op
-    again = get_driver("sge", dict(sge_driver.config), sge_driver.state_dir)
+    again = sync_driver("sge", dict(sge_driver.config), sge_driver.state_dir)
     assert again.status(jid).status is JobStatus.REMOVED
 
 
@@ -168,7 +168,7 @@ def test_cancel_of_finished_job_changes_nothing(sge_driver):
     jid = sge_driver.submit(JobSpec("/bin/sh", ("-c", "exit 2")))
     wait_status(sge_driver, jid, *DONE)
     sge_driver.cancel(jid)
-    fresh = get_driver("sge", dict(sge_driver.config), sge_driver.state_dir)
+    fresh = sync_driver("sge", dict(sge_driver.config), sge_driver.state_dir)
     info = fresh.status(jid)
     assert (info.status, info.exit_code) == (JobStatus.COMPLETED, 2)
 
@@ -206,7 +206,7 @@ def test_count_runs_instances_in_a_parallel_environment(sge_driver, tmp_path):
 
 def test_without_parallel_environment(sge_config, tmp_path):
     config = {k: v for k, v in sge_config.items() if k != "parallel_environment"}
-    driver = get_driver("sge", config, tmp_path / "state")
+    driver = sync_driver("sge", config, tmp_path / "state")
     out = tmp_path / "out"
     jid = driver.submit(JobSpec("/bin/sh", ("-c", "echo $$"), stdout=str(out), count=2))
     assert wait_status(driver, jid, *DONE).exit_code == 0  # both instances in one slot
@@ -217,7 +217,7 @@ def test_without_parallel_environment(sge_config, tmp_path):
 
 def test_accounting_lag(sge_config, tmp_path, monkeypatch):
     """Until qacct has the job's record, the last state qstat showed is reported."""
-    driver = get_driver("sge", {**sge_config, "accounting_wait_s": 2}, tmp_path)
+    driver = sync_driver("sge", {**sge_config, "accounting_wait_s": 2}, tmp_path)
     jid = driver.submit(JobSpec("/bin/sh", ("-c", "sleep 1; exit 4")))
     wait_status(driver, jid, JobStatus.RUNNING)
     real = driver.accounting
@@ -264,7 +264,7 @@ def test_malformed_id(sge_driver):
 
 def test_down_qmaster_is_an_error(sge_config, tmp_path):
     config = {**sge_config, "sge_qmaster_port": "1", "command_timeout": 20}
-    driver = get_driver("sge", config, tmp_path)
+    driver = sync_driver("sge", config, tmp_path)
     with pytest.raises(DriverError):
         driver.ping()
     with pytest.raises(DriverError):

@@ -8,9 +8,9 @@ import subprocess
 import time
 
 import pytest
-from lrms_helpers import TRICKY_ARGS, TRICKY_ENV, wait_status
+from lrms_helpers import TRICKY_ARGS, TRICKY_ENV, sync_driver, wait_status
 
-from gahp_lrms import Driver, DriverError, JobSpec, JobStatus, get_driver
+from gahp_lrms import Driver, DriverError, JobSpec, JobStatus
 
 DONE = (JobStatus.COMPLETED, JobStatus.REMOVED)
 
@@ -61,7 +61,7 @@ def test_idle_running_completed_and_restart(driver, tmp_path):
     info = wait_status(driver, jid, JobStatus.RUNNING)
     assert info.worker_node
     # A new driver object (a restarted server) still answers.
-    again = get_driver(driver.name, dict(driver.config), driver.state_dir)
+    again = sync_driver(driver.name, dict(driver.config), driver.state_dir)
     info = wait_status(again, jid, *DONE)
     assert (info.status, info.exit_code) == (JobStatus.COMPLETED, 0)
 
@@ -116,7 +116,10 @@ def _squeue(driver: Driver, jid: str) -> tuple[str, str]:
     proc = subprocess.run(
         ["squeue", "-h", "-j", jid, "-o", "%T %r"],
         env=driver.env,  # type: ignore[attr-defined]
-        capture_output=True, text=True, timeout=30, check=True,
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=True,
     )
     state, _, reason = proc.stdout.strip().partition(" ")
     return state, reason
@@ -159,7 +162,7 @@ def test_suspend_running_slurm_job(slurm_driver, tmp_path):
 
 
 def test_running_job_hold_refused_when_configured(slurm_config, tmp_path):
-    driver = get_driver("slurm", {**slurm_config, "suspend_running": False}, tmp_path)
+    driver = sync_driver("slurm", {**slurm_config, "suspend_running": False}, tmp_path)
     jid = _started_sleeper(driver, tmp_path)
     try:
         with pytest.raises(DriverError, match="cannot hold a running job"):
@@ -223,7 +226,7 @@ def test_forgotten_job_answered_from_jobcomp(slurm_driver, monkeypatch):
 def test_pbs_wrappers_with_a_state_path_not_shell_safe(slurm_config, tmp_path):
     """Slurm's qsub wrapper too runs a script from the driver's own mkdtemp directory (the
     state path holds '@'), never from a shared one."""
-    drv = get_driver("pbs", slurm_config, tmp_path / "alice@example.org")
+    drv = sync_driver("pbs", slurm_config, tmp_path / "alice@example.org")
     jid = drv.submit(JobSpec("/bin/sh", ("-c", "exit 6")))
     info = wait_status(drv, jid, JobStatus.COMPLETED, JobStatus.REMOVED, timeout=120)
     assert (info.status, info.exit_code) == (JobStatus.COMPLETED, 6)
