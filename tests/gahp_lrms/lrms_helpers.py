@@ -13,12 +13,14 @@ them fail instead.
 from __future__ import annotations
 
 import asyncio
+import inspect
 import os
 import pwd
 import shutil
 import subprocess
 import sys
 import tempfile
+import time
 import weakref
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
@@ -77,12 +79,7 @@ def sync_driver(name: str, config: Mapping[str, Any] | None, state_dir: Path) ->
     return SyncDriver(get_driver(name, config, state_dir))
 
 
-def boinc_driver(
-    tmp_path: Path,
-    emulator: object,
-    loop: asyncio.AbstractEventLoop | None = None,
-    **settings: object,
-) -> BoincDriver:
+def boinc_driver(tmp_path: Path, emulator: object, **settings: object) -> BoincDriver:
     """A boinc driver on the emulator ``emulator`` (its URL and authenticator), its state in
     ``tmp_path/state``; ``settings`` are the driver's options.  The authenticator file
     ``tmp_path/auth`` is written for a fresh state only: a test may change it for the next
@@ -95,7 +92,21 @@ def boinc_driver(
         "authenticator_file": str(auth),
         **settings,
     }
-    return BoincDriver(config, tmp_path / "state", loop=loop)
+    return BoincDriver(config, tmp_path / "state")
+
+
+async def until(check: Callable[[], Any], timeout: float = 30.0) -> None:
+    """Wait (polling, on the running loop) until ``check()`` is true; ``check`` may be a
+    coroutine function."""
+    deadline = time.monotonic() + timeout
+    while True:
+        got = check()
+        if inspect.isawaitable(got):
+            got = await got
+        if got:
+            return
+        assert time.monotonic() < deadline, "timed out"
+        await asyncio.sleep(0.05)
 
 
 TRICKY_ARGS: tuple[str, ...] = (

@@ -1,15 +1,14 @@
 """The boinc driver's event loop plumbing: per-key asyncio locks that exclude and do not
-accumulate, and the bridge that blocking callers cross into the loop by."""
+accumulate, and the driver's background tasks, cancelled together when it stops."""
 
 from __future__ import annotations
 
 import asyncio
-import threading
 
 import pytest
 
 from gahp_lrms import DriverError
-from gahp_lrms._boinc_loop import KeyedLock, LoopBridge
+from gahp_lrms._boinc_loop import KeyedLock, Tasks
 
 
 async def let_others_run() -> None:
@@ -78,61 +77,33 @@ def test_the_lock_table_keeps_no_key_once_released_or_given_up():
     assert len(asyncio.run(main())) == 0
 
 
-def test_the_bridge_runs_coroutines_for_threads_and_close_cancels_the_waiting():
-    bridge = LoopBridge()
+def test_closing_the_tasks_cancels_them_and_refuses_requests_after():
+    async def main() -> tuple[list[str], Tasks]:
+        tasks = Tasks()
+        log: list[str] = []
 
-    async def answer(x: int) -> int:
-        await asyncio.sleep(0)
-        return x * 2
+        async def forever() -> None:
+            try:
+                await asyncio.Event().wait()
+            except asyncio.CancelledError:
+                log.append("cancelled")
+                raise
 
-    async def fail() -> None:
-        raise DriverError("no")
+        async def quick() -> None:
+            log.append("ran")
 
-    assert bridge.run(answer(21)) == 42
-    with pytest.raises(DriverError, match="^no$"):
-        bridge.run(fail())
-    started = threading.Event()
-    outcome: list[BaseException] = []
+        tasks.start(forever())
+        tasks.start(quick())
+        await let_others_run()
+        assert len(tasks) == 1  # the quick one is gone once it ended
+        tasks.check_open()
+        await tasks.aclose()
+        with pytest.raises(DriverError, match="stopping"):
+            tasks.check_open()
+        late = tasks.start(quick())  # started after the close: cancelled at once
+        await asyncio.gather(late, return_exceptions=True)
+        assert late.cancelled()
+        return log, tasks
 
-    async def forever() -> None:
-        started.set()
-        await asyncio.Event().wait()
-
-    def caller() -> None:
-        try:
-            bridge.run(forever())
-        except BaseException as exc:  # what the blocked thread gets
-            outcome.append(exc)
-
-    thread = threading.Thread(target=caller)
-    thread.start()
-    assert started.wait(10)
-    finished = []
-
-    async def finish() -> None:
-        finished.append(True)
-
-    asyncio.run(bridge.aclose(finish))
-    thread.join(10)
-    assert finished == [True]
-    assert [type(e) for e in outcome] == [DriverError] and "stopping" in str(outcome[0])
-    with pytest.raises(DriverError, match="stopping"):
-        bridge.run(answer(1))
-    assert bridge.loop.is_closed()
-
-
-def test_the_bridge_refuses_a_blocking_call_from_its_own_loop():
-    bridge = LoopBridge()
-
-    async def inner() -> int:
-        return 1
-
-    async def on_loop() -> str:
-        try:
-            bridge.run(inner())
-        except RuntimeError as exc:
-            return str(exc)
-        return "ran"
-
-    assert "on the driver's loop" in bridge.run(on_loop())
-    asyncio.run(bridge.aclose(lambda: asyncio.sleep(0)))
+    log, tasks = asyncio.run(main())
+    assert log == ["ran", "cancelled"] and len(tasks) == 0

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import socket
 
 import pytest
@@ -13,7 +14,7 @@ from gahp_lrms import DriverError, get_driver
 def test_no_configured_project_is_up(tmp_path):
     """Jobs carry their own project (+remote_BoincProjectUrl): nothing to ping, and a failed
     ping would make HTCondor 25 mark the resource down and never submit them."""
-    get_driver("boinc", {}, tmp_path).ping()
+    asyncio.run(get_driver("boinc", {}, tmp_path).ping())
 
 
 def test_the_configured_project_is_pinged(tmp_path):
@@ -21,7 +22,7 @@ def test_the_configured_project_is_pinged(tmp_path):
         auth = tmp_path / "auth"
         auth.write_text(emu.authenticator + "\n")
         config = {"project_url": emu.url, "authenticator_file": str(auth)}
-        get_driver("boinc", config, tmp_path / "ok").ping()
+        asyncio.run(get_driver("boinc", config, tmp_path / "ok").ping())
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         closed = s.getsockname()[1]
@@ -32,9 +33,11 @@ def test_the_configured_project_is_pinged(tmp_path):
         "timeout": 2,
     }
     with pytest.raises(DriverError):
-        get_driver("boinc", down, tmp_path / "down").ping()
+        asyncio.run(get_driver("boinc", down, tmp_path / "down").ping())
 
 
 def test_a_half_configured_project_is_a_clear_error(tmp_path):
     with pytest.raises(DriverError, match="no BOINC project"):
-        get_driver("boinc", {"authenticator_file": str(tmp_path / "a")}, tmp_path).ping()
+        asyncio.run(
+            get_driver("boinc", {"authenticator_file": str(tmp_path / "a")}, tmp_path).ping()
+        )
