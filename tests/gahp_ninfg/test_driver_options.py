@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 
 from gahp_lrms import DriverError, get_driver
+from gahp_lrms.base import ThreadedDriver
 from gahp_ninfg.backend import _driver_options
 
 
@@ -15,7 +16,8 @@ def test_numbers_given_as_text_are_numbers(tmp_path):
     assert options == {"command_timeout": 60, "status_interval": 2.5,
                        "bin_dir": str(tmp_path), "suspend_running": "false"}
     drv = get_driver("slurm", options, tmp_path / "state")
-    assert drv.timeout == 60.0 and drv.suspend_running is False  # type: ignore[attr-defined]
+    assert isinstance(drv, ThreadedDriver)
+    assert drv.blocking.timeout == 60.0 and drv.blocking.suspend_running is False  # type: ignore[attr-defined]
 
 
 def test_a_wrong_value_is_refused_naming_the_key(tmp_path):

@@ -21,7 +21,7 @@ import pytest
 from test_invoke_server import NinfgClient, alive, base_attrs
 
 from gahp_lrms import JobInfo, JobSpec, JobStatus
-from gahp_lrms.base import CommandDriver
+from gahp_lrms.base import CommandDriver, Features, ThreadedDriver
 from gahp_ninfg.jobs import JobManager
 
 
@@ -114,6 +114,7 @@ class FakeBatch(CommandDriver):
 
     name = "fakebatch"
     system = "FakeBatch"
+    features = Features(bulk_status=True)
     config_keys = CommandDriver.common_keys
 
     def __init__(self, config: Mapping[str, Any], state_dir: Path) -> None:
@@ -132,7 +133,6 @@ class FakeBatch(CommandDriver):
         self.submit_gate.wait(10)
         native = str(len(self.states) + 1)
         self.states[native] = self.initial
-        self._submitted(native)
         return native
 
     def bulk_status(self, native_ids: Sequence[str]) -> dict[str, JobInfo]:
@@ -147,7 +147,6 @@ class FakeBatch(CommandDriver):
         self.cancelled.append(native_id)
         if self.states.get(native_id) is JobStatus.RUNNING:
             self.states[native_id] = JobStatus.REMOVED
-        self._changed(native_id)
 
     def hold(self, native_id: str) -> None:
         raise NotImplementedError
@@ -166,7 +165,8 @@ class Harness:
     """A job manager on a :class:`FakeBatch`, on the running loop."""
 
     def __init__(self, tmp_path: Path) -> None:
-        self.driver = FakeBatch({}, tmp_path / "lrms")
+        self.batch = FakeBatch({}, tmp_path / "lrms")
+        self.driver = ThreadedDriver(self.batch, self._worker)
         self.notes: list[tuple[str, ...]] = []
         self.tasks: list[asyncio.Task[Any]] = []
         self.manager = JobManager(self.driver, self._worker, self._spawn, self.notes.append,
@@ -198,11 +198,11 @@ class Harness:
 def test_status_interval_follows_status_polling(tmp_path, program):
     async def scenario() -> None:
         h = Harness(tmp_path)
-        assert h.driver.status_interval == 5.0  # the driver's own default
+        assert h.driver.statuses.interval == 5.0  # the driver's own default
         h.create(program, polling="1")
         await h.note("CREATE_NOTIFY", "1", "S")
-        assert h.driver.status_interval <= 1.0
-        registry = h.driver.registry
+        assert h.driver.statuses.interval <= 1.0
+        registry = h.driver.statuses.registry
         assert registry is not None and registry.interval <= 1.0
         await h.manager.shutdown()
 
@@ -239,15 +239,15 @@ def test_destroyed_jobs_leave_the_job_table(tmp_path, program):
 def test_shutdown_cancels_a_job_in_mid_submit(tmp_path, program):
     async def scenario() -> None:
         h = Harness(tmp_path)
-        h.driver.submit_gate.clear()
+        h.batch.submit_gate.clear()
         h.create(program)
         loop = asyncio.get_running_loop()
-        await loop.run_in_executor(None, h.driver.submitting.wait, 10)
+        await loop.run_in_executor(None, h.batch.submitting.wait, 10)
         for task in h.tasks:  # as the server does at shutdown
             task.cancel()
-        loop.call_later(0.3, h.driver.submit_gate.set)  # the submit completes meanwhile
+        loop.call_later(0.3, h.batch.submit_gate.set)  # the submit completes meanwhile
         await h.manager.shutdown()
-        assert h.driver.cancelled == ["1"]
+        assert h.batch.cancelled == ["1"]
 
     asyncio.run(scenario())
 
@@ -297,12 +297,12 @@ def test_unknown_arguments_are_ignored_with_a_warning(tmp_path):
 def test_a_job_that_ran_between_two_polls_is_active_before_done(tmp_path, program):
     async def scenario() -> None:
         h = Harness(tmp_path)
-        h.driver.initial = JobStatus.IDLE
+        h.batch.initial = JobStatus.IDLE
         h.create(program, polling="30")  # one poll at the start, the next far away
         jid = (await h.note("CREATE_NOTIFY", "1", "S"))[3]
         await asyncio.sleep(0.2)
-        h.driver.states["1"] = JobStatus.COMPLETED
-        h.driver.exit_codes["1"] = 0
+        h.batch.states["1"] = JobStatus.COMPLETED
+        h.batch.exit_codes["1"] = 0
         h.manager.destroy(jid)  # wakes the watcher at once
         await h.note("STATUS_NOTIFY", jid, "DONE")
         assert [n[2] for n in h.notes if n[0] == "STATUS_NOTIFY"] == ["ACTIVE", "DONE"]
