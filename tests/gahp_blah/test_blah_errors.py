@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+
 import pytest
 from exception_roots import strays
 
@@ -21,11 +23,11 @@ def test_every_blah_exception_derives_from_blah_error():
 
 
 def _result_text(exc: BaseException) -> str:
-    def handler(args):
+    async def handler(args):
         raise exc
 
     with pytest.raises(Failure) as info:
-        _errors(handler)(())
+        asyncio.run(_errors(handler)(()))
     return str(info.value)
 
 
