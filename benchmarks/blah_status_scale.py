@@ -25,8 +25,8 @@ Usage: python benchmarks/blah_status_scale.py [--small] [--n N] [--systems slurm
 from __future__ import annotations
 
 import argparse
+import asyncio
 import collections
-import concurrent.futures
 import json
 import os
 import re
@@ -126,7 +126,8 @@ def lsf_as_user(bindir: str, where: Path) -> str:
 
 def lsf_env(work: Path) -> dict[str, str] | None:
     envdir = os.environ.get("LSF_ENVDIR") or _settings(
-        Path(os.environ.get("GAHP_LSF_DIR", "/tmp/gahp-lsf")) / "env").get("LSF_ENVDIR")
+        Path(os.environ.get("GAHP_LSF_DIR", "/tmp/gahp-lsf")) / "env"
+    ).get("LSF_ENVDIR")
     bindir = _settings(Path(envdir) / "lsf.conf").get("LSF_BINDIR") if envdir else None
     if not envdir or not bindir:
         return None
@@ -274,10 +275,22 @@ def poll_round(
 # ---------------------------------------------------------------------- one system
 def submit_held(system: str, env: dict[str, str], state: Path, n: int) -> list[str]:
     """N held jobs through the driver blahpd uses, tracked in ``state`` (blahpd's)."""
-    drv = get_driver(system, driver_config(system, env), state / system)
     spec = JobSpec("/bin/sleep", ("3600",), start_held=True, name="status-scale")
-    with concurrent.futures.ThreadPoolExecutor(8) as pool:
-        return list(pool.map(lambda _: drv.submit(spec), range(n)))
+
+    async def submit_all() -> list[str]:
+        drv = get_driver(system, driver_config(system, env), state / system)
+        slots = asyncio.Semaphore(8)  # 8 in flight
+
+        async def one() -> str:
+            async with slots:
+                return await drv.submit(spec)
+
+        try:
+            return list(await asyncio.gather(*(one() for _ in range(n))))
+        finally:
+            await drv.aclose()
+
+    return asyncio.run(submit_all())
 
 
 def cancel(system: str, env: dict[str, str], natives: list[str]) -> None:
@@ -338,9 +351,11 @@ def status_scale(system: str, env: dict[str, str], n: int, inflight: int, work: 
         for r in rounds:
             print(r.line())
         native, before, after = rounds[0], rounds[1], rounds[-1]
-        print(f"  => blahpd's round (registry) {native.wall / after.wall:.1f}x faster than the"
-              f" native loop; commands {sum(native.calls.values())} -> "
-              f"{sum(after.calls.values())}")
+        print(
+            f"  => blahpd's round (registry) {native.wall / after.wall:.1f}x faster than the"
+            f" native loop; commands {sum(native.calls.values())} -> "
+            f"{sum(after.calls.values())}"
+        )
         print(
             f"  => {before.wall / after.wall:.0f}x faster; commands per round "
             f"{sum(before.calls.values())} -> {sum(after.calls.values())}"
@@ -372,8 +387,14 @@ def native_round(system: str, env: dict[str, str], real: Path, natives: list[str
     proc = subprocess.run(["sh", "-c", loop, "loop", *natives], env=env, timeout=1800)
     wall = time.perf_counter() - t0
     calls = collections.Counter({name: len(natives)})
-    return Round("NATIVE (shell loop of " + " ".join(NATIVE[system]) + ")", len(natives), wall,
-                 calls, None, int(proc.returncode != 0))
+    return Round(
+        "NATIVE (shell loop of " + " ".join(NATIVE[system]) + ")",
+        len(natives),
+        wall,
+        calls,
+        None,
+        int(proc.returncode != 0),
+    )
 
 
 def submit_throughput(env: dict[str, str], m: int, inflight: int, work: Path) -> None:
