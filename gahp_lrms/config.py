@@ -73,7 +73,7 @@ class DriverConfig:
 
 @attrs.frozen
 class RegistryConfig(DriverConfig):
-    """The status registry's options (see :class:`gahp_lrms.registry.RegistryHolder`)."""
+    """The status registry's options (see :class:`gahp_lrms.registry.DriverRegistry`)."""
 
     status_registry: bool = setting(strict_bool, True)
     """Answer status from one bulk query per interval (false: each job on its own)."""
