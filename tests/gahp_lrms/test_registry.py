@@ -12,7 +12,8 @@ import attrs
 import pytest
 
 from gahp_core import setting_names
-from gahp_lrms import DriverError, JobInfo, JobStatus
+from gahp_lrms import BlockingDriver, DriverError, JobInfo, JobSpec, JobStatus
+from gahp_lrms.base import Features, ThreadedDriver
 from gahp_lrms.config import RegistryConfig
 from gahp_lrms.registry import StatusRegistry, info_from_json, info_to_json
 
@@ -381,3 +382,73 @@ def test_every_driver_reads_the_registry_keys_alike(name, tmp_path):
             sync_driver(name, {**base, key: value}, tmp_path / "bad")
     with pytest.raises(DriverError, match=f"{name} driver: status_registry must be true or"):
         sync_driver(name, {**base, "status_registry": "sometimes"}, tmp_path / "bad")
+
+
+class Declared(BlockingDriver):
+    """A blocking driver with a bulk query, declared: ``jobs`` it knows."""
+
+    name = "declared"
+    config_class = RegistryConfig
+    features = Features(bulk_status=True)
+
+    def __init__(self, config, state_dir) -> None:
+        super().__init__(config, state_dir)
+        self.jobs: dict[str, JobInfo] = {}
+        self.bulk_calls = 0
+
+    def bulk_status(self, native_ids):
+        self.bulk_calls += 1
+        return {i: self.jobs[i] for i in native_ids if i in self.jobs}
+
+    def status(self, native_id):
+        return self.jobs.get(native_id, JobInfo(JobStatus.COMPLETED, exit_reason="unknown"))
+
+    def submit(self, spec):
+        self.jobs["1"] = RUNNING
+        return "1"
+
+    def cancel(self, native_id):
+        self.jobs[native_id] = JobInfo(JobStatus.REMOVED)
+
+    def hold(self, native_id):
+        self.jobs[native_id] = JobInfo(JobStatus.HELD)
+
+    def resume(self, native_id):
+        self.jobs[native_id] = IDLE
+
+    def ping(self):
+        pass
+
+
+@pytest.mark.parametrize("request_name", ["cancel", "hold", "resume"])
+def test_the_adapter_asks_a_job_the_server_changed_directly(request_name, tmp_path):
+    """Status of a declared bulk driver comes from the registry (one bulk query per
+    interval), but a job the server just changed is asked directly, not answered from it."""
+    blocking = Declared({"status_interval": 3600}, tmp_path)
+
+    async def main() -> tuple[JobInfo, JobInfo]:
+        drv = ThreadedDriver(blocking)
+        job = await drv.submit(JobSpec("/bin/x"))
+        before = await drv.status(job)
+        await getattr(drv, request_name)(job)
+        after = await drv.status(job)
+        await drv.aclose()
+        return before, after
+
+    before, after = asyncio.run(main())
+    assert before == RUNNING and blocking.bulk_calls == 1
+    assert after == blocking.jobs["1"] != RUNNING
+
+
+def test_a_driver_that_declares_no_bulk_query_is_asked_per_job(tmp_path):
+    class Undeclared(Declared):
+        features = Features()
+
+    blocking = Undeclared({}, tmp_path)
+
+    async def main() -> JobInfo:
+        drv = ThreadedDriver(blocking)
+        assert drv.statuses.registry is None
+        return await drv.status(await drv.submit(JobSpec("/bin/x")))
+
+    assert asyncio.run(main()) == RUNNING and blocking.bulk_calls == 0
