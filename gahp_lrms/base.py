@@ -1,4 +1,22 @@
-"""The driver interface and the one way drivers run external commands."""
+"""The driver interface and the one way drivers run external commands.
+
+The API callers use is :class:`Driver`: asynchronous, every method awaited on the server's
+event loop (``await driver.submit(spec)``, ``await driver.status(id)``, ...), like httpx's
+``AsyncClient``. A driver is one of two kinds:
+
+* native: a :class:`Driver` subclass whose coroutines await their own I/O (``boinc``);
+* blocking: a :class:`BlockingDriver` subclass (:class:`CommandDriver` for command-line
+  batch systems: slurm, pbs, sge, lsf; also fork) written as plain methods with the same
+  names (``submit``, ``status``, ``cancel``, ``hold``, ``resume``, ``ping``; optionally
+  ``bulk_status``, ``forget``, ``reported``, ``limit_status_interval``) that may block.
+
+A blocking driver is adapted once, here, by :class:`ThreadedDriver` (:func:`as_driver`;
+:func:`gahp_lrms.get_driver` does it): each call runs in a worker thread (the server's
+bounded pool), and the status registry lives on the loop, in the adapter: after ``submit``
+the job is tracked, after ``cancel``/``hold``/``resume`` its next status is asked directly,
+so the driver itself never touches the registry. A driver with a bulk query declares it
+(``features = Features(bulk_status=True)``); nothing is inferred from what it overrides.
+"""
 
 from __future__ import annotations
 

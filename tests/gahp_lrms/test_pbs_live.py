@@ -224,7 +224,7 @@ def test_one_bulk_query_for_many_jobs(openpbs_config, tmp_path):
             time.sleep(0.5)
         calls = _counting(driver)
         registry = driver.statuses.registry  # type: ignore[attr-defined]
-        registry.refresh()
+        driver.run(registry.refresh())
         assert calls == [
             ["qstat", "-f", "-F", "json"],
             ["qstat", "-x", "-f", "-F", "json", *quick],
@@ -233,7 +233,7 @@ def test_one_bulk_query_for_many_jobs(openpbs_config, tmp_path):
         assert [s.status for s in states] == [JobStatus.HELD] * 6 + [JobStatus.COMPLETED] * 6
         assert all(s.exit_code == 0 for s in states[6:])
         assert len(calls) == 2, calls[2:]  # answered from the round
-        registry.refresh()
+        driver.run(registry.refresh())
         assert calls[2:] == [["qstat", "-f", "-F", "json"]], "final states are asked again"
     finally:
         for i in held:

@@ -87,7 +87,7 @@ def _wait(drv: Driver, native_id: str, wanted, timeout: float = 60) -> JobInfo:
 def test_many_statuses_one_bulk_query_and_a_change_seen_within_one_interval(driver):
     reg = driver.statuses.registry
     jobs = [driver.submit(JobSpec("/bin/sleep", ("300",), start_held=True)) for _ in range(5)]
-    reg.refresh()
+    driver.run(reg.refresh())
     before = reg.stats.refreshes
     direct = reg.stats.direct_queries
     for _ in range(20):  # 100 statuses within one interval
@@ -111,8 +111,8 @@ def test_finished_jobs_exact_exit_codes_from_the_bulk_query(driver):
     killed = driver.submit(JobSpec("/bin/sh", ("-c", "kill -KILL $$")))
     deadline = time.monotonic() + 90
     while True:
-        reg.refresh()
-        infos = {j: reg.status(j) for j in [*codes, killed]}
+        driver.run(reg.refresh())
+        infos = {j: driver.run(reg.status(j)) for j in [*codes, killed]}
         if all(i.finished for i in infos.values()):
             break
         assert time.monotonic() < deadline, infos
