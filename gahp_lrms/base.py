@@ -263,18 +263,18 @@ class ThreadedDriver(Driver):
         self.config = blocking.config
         self.settings = blocking.settings
         self.state_dir = blocking.state_dir
-        self._run: RunInWorker = run_in_worker or asyncio.to_thread
+        self._in_worker: RunInWorker = run_in_worker or asyncio.to_thread
         self.statuses = DriverRegistry.of(blocking, self._bulk, self._direct)
         """The driver's status registry (disabled when it has no bulk query)."""
 
     async def _bulk(self, native_ids: Sequence[str]) -> Mapping[str, JobInfo]:
-        return cast("Mapping[str, JobInfo]", await self._run(self.blocking.bulk_status, native_ids))
+        return cast("Mapping[str, JobInfo]", await self._in_worker(self.blocking.bulk_status, native_ids))
 
     async def _direct(self, native_id: str) -> JobInfo:
-        return cast("JobInfo", await self._run(self.blocking.status, native_id))
+        return cast("JobInfo", await self._in_worker(self.blocking.status, native_id))
 
     async def submit(self, spec: JobSpec) -> str:
-        native_id = cast("str", await self._run(self.blocking.submit, spec))
+        native_id = cast("str", await self._in_worker(self.blocking.submit, spec))
         self.statuses.track(native_id)  # its first status can come from the next bulk query
         return native_id
 
@@ -284,7 +284,7 @@ class ThreadedDriver(Driver):
     async def _changing(self, method: Callable[[str], None], native_id: str) -> None:
         """Run a request that changes the job; its next status is asked directly."""
         try:
-            await self._run(method, native_id)
+            await self._in_worker(method, native_id)
         finally:
             self.statuses.invalidate(native_id)
 
@@ -298,7 +298,7 @@ class ThreadedDriver(Driver):
         await self._changing(self.blocking.resume, native_id)
 
     async def ping(self) -> None:
-        await self._run(self.blocking.ping)
+        await self._in_worker(self.blocking.ping)
 
     async def limit_status_interval(self, seconds: float) -> None:
         self.statuses.limit_interval(seconds)
@@ -306,10 +306,10 @@ class ThreadedDriver(Driver):
 
     async def forget(self, native_id: str) -> None:
         self.statuses.forget(native_id)
-        await self._run(self.blocking.forget, native_id)
+        await self._in_worker(self.blocking.forget, native_id)
 
     async def reported(self, native_id: str) -> None:
-        await self._run(self.blocking.reported, native_id)
+        await self._in_worker(self.blocking.reported, native_id)
 
     async def aclose(self) -> None:
         await self.statuses.aclose()

@@ -5,7 +5,6 @@ The Torque-style path (Slurm's PBS wrappers) is tested in test_slurm_live.py."""
 
 from __future__ import annotations
 
-import asyncio
 import json
 import time
 
@@ -293,5 +292,5 @@ def test_a_state_path_not_shell_safe_uses_a_private_script_directory(openpbs_con
     scripts = drv._tmp_scripts  # type: ignore[attr-defined]
     assert scripts is not None and "@" not in str(scripts)
     assert oct(scripts.stat().st_mode & 0o777) == "0o700" and list(scripts.iterdir()) == []
-    asyncio.run(drv.aclose())
+    drv.aclose()
     assert not scripts.exists()

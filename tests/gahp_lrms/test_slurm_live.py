@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import json
 import subprocess
 import time
@@ -232,5 +231,5 @@ def test_pbs_wrappers_with_a_state_path_not_shell_safe(slurm_config, tmp_path):
     assert (info.status, info.exit_code) == (JobStatus.COMPLETED, 6)
     scripts = drv._tmp_scripts  # type: ignore[attr-defined]
     assert scripts is not None and oct(scripts.stat().st_mode & 0o777) == "0o700"
-    asyncio.run(drv.aclose())
+    drv.aclose()
     assert not scripts.exists()
