@@ -23,8 +23,8 @@ The bulk query is any coroutine function ``ids -> {id: JobInfo}`` describing the
 
 A registry belongs to one event loop (the server's) and is used from it alone: no thread
 locks. The refresh under way is one task whose result every request waiting for it awaits;
-the journal is written by the registry alone, under its lock file, which nobody else in
-the process holds.
+the journal is written by one writer task, in a worker thread, under the journal's lock
+file (which nobody else in the process holds): no request waits for the file.
 """
 
 from __future__ import annotations
@@ -148,7 +148,9 @@ class StatusRegistry:
         self._generation = 0  # of the latest successful refresh
         self._last_attempt: float | None = None  # wall-clock start of the latest refresh
         self._last_error: str | None = None  # of the latest refresh, None when it worked
-        self._journal_lines = 0
+        self._journal_lines = 0  # the journal writer's
+        self._pending: list[str] = []  # journal lines not yet handed to the writer
+        self._writer: asyncio.Task[None] | None = None  # the one task writing the journal
         self._load()
 
     # ------------------------------------------------------------------ public API
@@ -199,13 +201,19 @@ class StatusRegistry:
         """Run a bulk query now (or wait for the one under way)."""
         await self._fresh(force=True)
 
+    async def flush(self) -> None:
+        """Wait until every change so far is in the journal."""
+        while self._writer is not None and not self._writer.done():
+            await asyncio.shield(self._writer)
+
     async def aclose(self) -> None:
-        """Cancel the bulk query under way (the server stops)."""
+        """Cancel the bulk query under way (the server stops); write what is left."""
         task, self._refresh = self._refresh, None
         if task is not None:
             task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await task
+        await self.flush()
 
     # ------------------------------------------------------------------ internals
     async def _fresh(self, force: bool = False) -> None:
@@ -365,7 +373,8 @@ class StatusRegistry:
                 return
             self._entries.update(found[0])
             self._journal_lines = found[1]
-            self._compact()
+            self._prune()
+            self._rewrite()
 
     def _append(self, changes: Sequence[tuple[str, _Entry]]) -> None:
         if self.journal is None:
@@ -393,7 +402,36 @@ class StatusRegistry:
             self._write([json.dumps({"id": native_id, "drop": True}) + "\n"])
 
     def _write(self, lines: Sequence[str]) -> None:
-        """Append ``lines`` to the journal; compact it when it has grown large."""
+        """Hand ``lines`` to the journal's writer: a task that appends them in a worker
+        thread, off the loop (the journal's lock may wait for another process). Without
+        a running loop (a tool, a test), they are written now."""
+        self._pending.extend(lines)
+        if self._writer is not None and not self._writer.done():
+            return  # the writer takes them next
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            self._flush(*self._take())
+            return
+        self._writer = loop.create_task(self._drain())
+
+    async def _drain(self) -> None:
+        while self._pending:
+            await asyncio.to_thread(self._flush, *self._take())
+
+    def _take(self) -> tuple[list[str], int]:
+        """The pending lines, and the journal length past which the writer compacts it
+        (when that is near, finished jobs ``keep_finished`` old are forgotten first)."""
+        lines, self._pending = self._pending, []
+        limit = 2 * len(self._entries) + 1000
+        if self._journal_lines + len(lines) > limit:
+            self._prune()
+            limit = 2 * len(self._entries) + 1000
+        return lines, limit
+
+    def _flush(self, lines: Sequence[str], limit: int) -> None:
+        """Append ``lines`` to the journal; rewrite it when it is longer than ``limit``
+        lines. The writer's alone (its thread, or the caller's without a loop)."""
         assert self.journal is not None
         with self._journal_lock():
             try:
@@ -405,29 +443,32 @@ class StatusRegistry:
                 log.warning("cannot write the status journal %s: %s", self.journal, exc)
                 return
             self._journal_lines += len(lines)
-            if self._journal_lines > 2 * len(self._entries) + 1000:
-                self._compact()
+            if self._journal_lines > limit:
+                self._rewrite()
 
-    def _compact(self) -> None:
-        """Forget jobs finished ``keep_finished`` ago; rewrite the journal with one line per
-        job (the journal lock held).  The journal is read again first: other processes
-        sharing it have written their jobs there, which are kept."""
+    def _old(self, e: _Entry, now: float) -> bool:
+        """Whether the job finished ``keep_finished`` ago (forgotten)."""
+        return e.info is not None and e.info.finished and now - e.seen > self.keep_finished
+
+    def _prune(self) -> None:
+        """Forget (in memory) the jobs finished ``keep_finished`` ago."""
         now = self.clock()
-
-        def old(e: _Entry) -> bool:
-            return e.info is not None and e.info.finished and now - e.seen > self.keep_finished
-
-        for native_id in [i for i, e in self._entries.items() if old(e)]:
+        for native_id in [i for i, e in self._entries.items() if self._old(e, now)]:
             del self._entries[native_id]
-        if self.journal is None:
-            return
+
+    def _rewrite(self) -> None:
+        """Rewrite the journal with one line per job, but those finished ``keep_finished``
+        ago (the journal lock held).  The journal is read again first: other processes
+        sharing it have written their jobs there, which are kept."""
+        assert self.journal is not None
+        now = self.clock()
         found = self._replay()
         if found is None:
             return
         # Every change of this process is in the journal already (appended under the lock),
         # as are those of the others: the journal, not this process's memory, is rewritten, so
         # a job another process forgot meanwhile does not come back.
-        keep = {i: e for i, e in found[0].items() if not old(e)}
+        keep = {i: e for i, e in found[0].items() if not self._old(e, now)}
         lines = []
         for native_id, e in keep.items():
             record = {
@@ -532,7 +573,12 @@ class DriverRegistry:
         if self._registry is not None:
             self._registry.interval = min(self._registry.interval, seconds)
 
+    async def flush(self) -> None:
+        """Wait until every change so far is in the journal."""
+        if self._registry is not None:
+            await self._registry.flush()
+
     async def aclose(self) -> None:
-        """Cancel the bulk query under way (the server stops)."""
+        """Cancel the bulk query under way (the server stops); write what is left."""
         if self._registry is not None:
             await self._registry.aclose()

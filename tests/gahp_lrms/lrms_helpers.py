@@ -52,8 +52,13 @@ class SyncDriver:
         weakref.finalize(self, loop.close)
 
     def run(self, coro: Any) -> Any:
-        """Run ``coro`` on the facade's loop (the one its driver's requests run on)."""
-        return self.loop.run_until_complete(coro)
+        """Run ``coro`` on the facade's loop (the one its driver's requests run on), then
+        wait until the status journal has what it changed (a next driver reads it)."""
+        result = self.loop.run_until_complete(coro)
+        statuses = getattr(self.driver, "statuses", None)
+        if statuses is not None:
+            self.loop.run_until_complete(statuses.flush())
+        return result
 
     def _target(self, name: str) -> object:
         blocking = getattr(self.driver, "blocking", None)

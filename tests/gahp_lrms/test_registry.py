@@ -4,6 +4,9 @@ registry's requests awaited on a loop of the test's: :class:`Sync`)."""
 from __future__ import annotations
 
 import asyncio
+import fcntl
+import os
+import threading
 import weakref
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -55,18 +58,24 @@ class FakeBatch:
 
 class Sync:
     """A registry whose requests (``status``, ``refresh``) each run to their end on a loop
-    of the test's; everything else is the registry's."""
+    of the test's, their journal lines written; everything else is the registry's."""
 
     def __init__(self, registry: StatusRegistry) -> None:
         self.registry = registry
         self.loop = asyncio.new_event_loop()
         weakref.finalize(self, self.loop.close)
 
+    def run(self, coro):
+        """Run ``coro``, then wait until the journal has what it changed."""
+        result = self.loop.run_until_complete(coro)
+        self.loop.run_until_complete(self.registry.flush())
+        return result
+
     def status(self, native_id: str) -> JobInfo:
-        return self.loop.run_until_complete(self.registry.status(native_id))
+        return self.run(self.registry.status(native_id))
 
     def refresh(self) -> None:
-        self.loop.run_until_complete(self.registry.refresh())
+        self.run(self.registry.refresh())
 
     def __getattr__(self, name: str):
         return getattr(self.registry, name)
@@ -452,3 +461,34 @@ def test_a_driver_that_declares_no_bulk_query_is_asked_per_job(tmp_path):
         return await drv.status(await drv.submit(JobSpec("/bin/x")))
 
     assert asyncio.run(main()) == RUNNING and blocking.bulk_calls == 0
+
+
+def test_a_request_does_not_wait_for_the_journals_lock(tmp_path):
+    """Another process holds the journal's lock (a compaction on a shared home): requests
+    are answered meanwhile; the journal gets the lines once the lock is free."""
+    journal = tmp_path / "status-registry.jsonl"
+    batch, clock = FakeBatch({"1": RUNNING}), Clock()
+    lock = os.open(str(journal) + ".lock", os.O_RDWR | os.O_CREAT, 0o600)
+    released = threading.Event()
+
+    def release() -> None:
+        released.set()
+        os.close(lock)  # frees the lock
+
+    async def main() -> tuple[JobInfo, bool]:
+        reg = StatusRegistry(batch.bulk, batch.direct, journal=journal, clock=clock)
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        timer = threading.Timer(5.0, release)  # a registry that waits answers after this
+        timer.start()
+        try:
+            reg.track("1")
+            info = await reg.status("1")
+            answered_first = not released.is_set()
+        finally:
+            timer.join()
+        await reg.aclose()
+        return info, answered_first
+
+    info, answered_first = asyncio.run(main())
+    assert info == RUNNING and answered_first
+    assert sorted(make(batch, clock, journal).tracked()) == ["1"]  # written once free
