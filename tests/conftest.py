@@ -211,8 +211,16 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         group = service_group(module, used)
         batch = uses_batch_systems(module, used)
         for item in its:
-            item.add_marker(pytest.mark.xdist_group(group))
+            item.add_marker(pytest.mark.xdist_group(_split_by_system(group, item)))
             item.stash[BATCH_USER] = batch
+
+
+def _split_by_system(group: str, item: pytest.Item) -> str:
+    """A scenario written once for every batch system (``case`` parameter, see
+    gahp_lrms/test_scenarios_live.py) runs in one group per system, as a module per system did."""
+    callspec = getattr(item, "callspec", None)
+    system = callspec.params.get("case") if callspec is not None else None
+    return f"{group}[{system}]" if isinstance(system, str) else group
 
 
 BATCH_USER = pytest.StashKey[bool]()
