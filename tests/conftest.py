@@ -155,7 +155,7 @@ def batch_env(slurm_env, sge_env, pbs_env, lsf_env):
 # Most of the suite's time is spent waiting for real services, so two workers run it. A worker
 # takes a whole group: each module is a group of its own (its module fixtures run once), except
 # the HTCondor modules, which share the personal HTCondors (and reconfigure them, and kill their
-# GAHPs) and form one group, and the real BOINC server's, whose fault tests stop Apache and
+# GAHPs) and form one group (HTCondor-CE's, on a CE of their own, another), and the real BOINC server's, whose fault tests stop Apache and
 # MariaDB under it. The batch systems are shared through a file lock (see BatchLock): a module
 # that uses them holds it shared while its tests run, so both workers use them at once, and the
 # outage tests (marked ``batch_outage``: they stop slurmctld, sge_qmaster, pbs_server, mbatchd)
@@ -190,6 +190,8 @@ def service_group(module: str, fixtures: set[str]) -> str:
     """The xdist group of a test module, from its path and the fixtures its tests use."""
     if module.startswith("tests/boinc_real/") or module.endswith("test_htcondor_real_boinc.py"):
         return "real-boinc-server"
+    if module.startswith("tests/htcondor_ce/"):
+        return "htcondor-ce"  # its own HTCondor-CE: beside the personal HTCondors' group
     if module.startswith(HTCONDOR_DIRS):
         return "htcondor"
     return module
