@@ -155,12 +155,13 @@ def batch_env(slurm_env, sge_env, pbs_env, lsf_env):
 # Most of the suite's time is spent waiting for real services, so two workers run it. A worker
 # takes a whole group: each module is a group of its own (its module fixtures run once), except
 # the HTCondor modules, which share the personal HTCondors (and reconfigure them, and kill their
-# GAHPs) and form one group (HTCondor-CE's, on a CE of their own, another), and the real BOINC server's, whose fault tests stop Apache and
-# MariaDB under it. The batch systems are shared through a file lock (see BatchLock): a module
-# that uses them holds it shared while its tests run, so both workers use them at once, and the
-# outage tests (marked ``batch_outage``: they stop slurmctld, sge_qmaster, pbs_server, mbatchd)
-# hold it exclusive. The lock is per user and per machine, so concurrent runs of the suite by
-# one user (several checkouts) never see each other's outages either.
+# GAHPs) and form one group (HTCondor-CE's, on a CE of their own, another), and the real BOINC
+# server's, whose fault tests stop Apache and MariaDB under it. The batch systems are shared
+# through a file lock (see BatchLock): a module that uses them holds it shared while its tests
+# run, so both workers use them at once, and the outage tests (marked ``batch_outage``: they
+# stop slurmctld, sge_qmaster, pbs_server, mbatchd) hold it exclusive. The lock is per user and
+# per machine, so concurrent runs of the suite by one user (several checkouts) never see each
+# other's outages either.
 BATCH_FIXTURES = frozenset(
     {
         "slurm_env",
