@@ -191,15 +191,15 @@ QB2_NOT_PLAIN = [
 
 @pytest.mark.parametrize("body", QB2_PLAIN)
 def test_plain_query_batch2_reads_as_the_tolerant_parser(body: bytes) -> None:
-    from gahp_boinc._rpc import _plain_query_batch2
+    from gahp_boinc._replies import plain_query_batch2
 
-    fast = _plain_query_batch2(body)
+    fast = plain_query_batch2(body)
     assert fast is not None, "a plain reply left to the tolerant parser"
     assert fast == parse_query_batch2(body)
 
 
 @pytest.mark.parametrize("body", QB2_NOT_PLAIN)
 def test_plain_query_batch2_leaves_the_unusual_to_the_tolerant_parser(body: bytes) -> None:
-    from gahp_boinc._rpc import _plain_query_batch2
+    from gahp_boinc._replies import plain_query_batch2
 
-    assert _plain_query_batch2(body) is None
+    assert plain_query_batch2(body) is None
