@@ -117,8 +117,9 @@ def test_latin1_declared_utf8_text_is_read_as_utf8():
 
 
 PLAIN_REPLIES = [
-    *sorted(p.read_bytes() for p in (
-        Path(__file__).parent / "emulator" / "fixtures").glob("*.body")),
+    *sorted(
+        p.read_bytes() for p in (Path(__file__).parent / "emulator" / "fixtures").glob("*.body")
+    ),
     b"<query_completed_job>\n<completed_job>\n  <exit_status>0</exit_status>\n"
     b"  <elapsed_time>1.5</elapsed_time>\n  <stderr_out><![CDATA[<core_client_version>"
     b"8.0</core_client_version>\n&lt;stderr&gt;]]></stderr_out>\n  <error_mask/>\n"
