@@ -304,3 +304,54 @@ def lsf_mkdir(path: Path) -> Path:
 @pytest.fixture
 def lsf_driver(lsf_config: dict[str, str], tmp_path: Path) -> Iterator[Driver]:
     yield from _tracked(get_driver("lsf", lsf_config, tmp_path / "state"))
+
+
+# ---------------------------------------------------------------------- HTCondor pool
+POOL_PYTHON = "/usr/bin/python3" if Path("/usr/bin/python3").exists() else sys.executable
+"""An interpreter the pool's jobs can run (they run as the pool's owner, who cannot reach
+root's pyenv)."""
+
+
+@pytest.fixture(scope="session")
+def condor_config(htcondor_pool_env: dict[str, str] | None) -> dict[str, object]:
+    """Driver config for the one-machine HTCondor pool (``bash .ci/htcondor-pool-up.sh``);
+    skips when it does not answer, or fails when ``GAHP_REQUIRE_HTCONDOR_POOL=1`` (CI)."""
+    if htcondor_pool_env is None:
+        unavailable(
+            "GAHP_REQUIRE_HTCONDOR_POOL",
+            "the HTCondor pool is not reachable (start it with `bash .ci/htcondor-pool-up.sh`)",
+        )
+    return {
+        "condor_config": htcondor_pool_env["CONDOR_CONFIG"],
+        "status_interval": LIVE_STATUS_INTERVAL,
+    }
+
+
+def pool_job_dir(env: dict[str, str]) -> Path:
+    """A fresh directory the pool's jobs may write (they run as the pool's owner, and a
+    test's ``tmp_path`` is root's only); the caller removes it."""
+    base = Path(env["GAHP_HTCONDOR_POOL_DIR"]) / "jobs"
+    base.mkdir(parents=True, exist_ok=True)
+    os.chmod(base, 0o1777)
+    path = Path(tempfile.mkdtemp(prefix="t-", dir=base))
+    os.chmod(path, 0o755)
+    if os.geteuid() == 0:
+        user = pwd.getpwnam(env["GAHP_HTCONDOR_POOL_USER"])
+        os.chown(path, user.pw_uid, user.pw_gid)
+    return path
+
+
+@pytest.fixture
+def condor_job_dir(
+    condor_config: dict[str, object], htcondor_pool_env: dict[str, str]
+) -> Iterator[Path]:
+    path = pool_job_dir(htcondor_pool_env)
+    yield path
+    shutil.rmtree(path, ignore_errors=True)
+
+
+@pytest.fixture
+def condor_driver(condor_config: dict[str, str], tmp_path: Path) -> Iterator[Driver]:
+    driver = get_driver("condor", condor_config, tmp_path / "state")
+    yield from _tracked(driver)
+    driver.close()  # type: ignore[attr-defined]
