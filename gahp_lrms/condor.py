@@ -15,8 +15,8 @@ Python bindings (``htcondor2``), never through the output of ``condor_q``.
   syntax, ``Iwd``, ``In``, ``Out``, ``Err``): ``$(`` is written as ``$(DOLLAR)(`` so that the
   submit language expands nothing.  What it cannot carry is refused with the reason: a line
   break, ``$$(`` (HTCondor substitutes it from the machine's ad when the job starts, with no
-  escape), ``$(DOLLAR)`` itself, a path ending in a backslash.  ``count`` N is one cluster of N procs (id
-  ``CLUSTER``); one job is ``CLUSTER.PROC``.
+  escape), ``$(DOLLAR)`` itself, a path ending in a backslash.  ``count`` N is one cluster
+  of N procs (id ``CLUSTER``); one job is ``CLUSTER.PROC``.
 * Status: from the status registry (see :mod:`gahp_lrms.registry`): one schedd query for
   all tracked jobs per ``status_interval`` (``member(ClusterId, {...})``), plus one history
   query for those that left the queue.  Exit codes and signals from ``ExitCode`` /

@@ -362,9 +362,7 @@ def test_status_round_over_300_jobs_is_one_schedd_query(
     held: list[str] = []
     try:
         t0 = time.monotonic()
-        quick = [
-            driver.submit(JobSpec("/bin/true", workdir=str(condor_job_dir))) for _ in range(5)
-        ]
+        quick = [driver.submit(JobSpec("/bin/true", workdir=str(condor_job_dir))) for _ in range(5)]
         held = [
             driver.submit(JobSpec("/bin/true", start_held=True, workdir=str(condor_job_dir)))
             for _ in range(N_ROUND - len(quick))
