@@ -23,7 +23,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-from live_services import LSF_USER, lsf_job_user, unavailable
+from live_services import LSF_USER, lsf_job_user, pool_job_dir, unavailable
 
 from gahp_core.testing import wait_for
 from gahp_lrms import Driver, JobInfo, JobSpec, JobStatus, get_driver
@@ -50,6 +50,7 @@ def boinc_driver(
         **settings,
     }
     return BoincDriver(config, tmp_path / "state", loop=loop)
+
 
 TRICKY_ARGS: tuple[str, ...] = (
     "two words",
@@ -238,8 +239,9 @@ def openpbs_config(pbs_env: dict[str, str] | None) -> dict[str, object]:
     """Driver config for the real OpenPBS (``bash .ci/pbs-up.sh``); skips when it does not
     answer, or fails when ``GAHP_REQUIRE_PBS=1`` (CI)."""
     if pbs_env is None:
-        unavailable("GAHP_REQUIRE_PBS",
-                    "OpenPBS is not reachable (start it with `bash .ci/pbs-up.sh`)")
+        unavailable(
+            "GAHP_REQUIRE_PBS", "OpenPBS is not reachable (start it with `bash .ci/pbs-up.sh`)"
+        )
     return {"bin_dir": pbs_env["GAHP_PBS_BIN_DIR"], "status_interval": LIVE_STATUS_INTERVAL}
 
 
@@ -307,11 +309,6 @@ def lsf_driver(lsf_config: dict[str, str], tmp_path: Path) -> Iterator[Driver]:
 
 
 # ---------------------------------------------------------------------- HTCondor pool
-POOL_PYTHON = "/usr/bin/python3" if Path("/usr/bin/python3").exists() else sys.executable
-"""An interpreter the pool's jobs can run (they run as the pool's owner, who cannot reach
-root's pyenv)."""
-
-
 @pytest.fixture(scope="session")
 def condor_config(htcondor_pool_env: dict[str, str] | None) -> dict[str, object]:
     """Driver config for the one-machine HTCondor pool (``bash .ci/htcondor-pool-up.sh``);
@@ -325,20 +322,6 @@ def condor_config(htcondor_pool_env: dict[str, str] | None) -> dict[str, object]
         "condor_config": htcondor_pool_env["CONDOR_CONFIG"],
         "status_interval": LIVE_STATUS_INTERVAL,
     }
-
-
-def pool_job_dir(env: dict[str, str]) -> Path:
-    """A fresh directory the pool's jobs may write (they run as the pool's owner, and a
-    test's ``tmp_path`` is root's only); the caller removes it."""
-    base = Path(env["GAHP_HTCONDOR_POOL_DIR"]) / "jobs"
-    base.mkdir(parents=True, exist_ok=True)
-    os.chmod(base, 0o1777)
-    path = Path(tempfile.mkdtemp(prefix="t-", dir=base))
-    os.chmod(path, 0o755)
-    if os.geteuid() == 0:
-        user = pwd.getpwnam(env["GAHP_HTCONDOR_POOL_USER"])
-        os.chown(path, user.pw_uid, user.pw_gid)
-    return path
 
 
 @pytest.fixture

@@ -17,7 +17,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from lrms_helpers import ECHO_PROGRAM, POOL_PYTHON, TRICKY_ARGS, TRICKY_ENV, wait_status
+from live_services import POOL_PYTHON
+from lrms_helpers import ECHO_PROGRAM, TRICKY_ARGS, TRICKY_ENV, wait_status
 
 from gahp_lrms import Driver, DriverError, JobSpec, JobStatus, get_driver
 
