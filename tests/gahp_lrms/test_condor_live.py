@@ -323,8 +323,15 @@ def test_remote_pool_by_collector_and_schedd_name(condor_config, htcondor_pool_e
         jid = driver.submit(JobSpec("/bin/true", start_held=True, workdir="/tmp"))
         assert driver.status(jid).status is JobStatus.HELD
         driver.cancel(jid)
-        bad = get_driver("condor", {**config, "schedd_name": "nosuch"}, tmp_path / "bad")
-        with pytest.raises(DriverError, match="HTCondor"):
+        # a name the collector does not list is an error, even where a local schedd would
+        # answer (the bindings fall back to it): here the pool's own configuration
+        bad_config = {
+            **config,
+            "schedd_name": "nosuch",
+            "condor_config": condor_config["condor_config"],
+        }
+        bad = get_driver("condor", bad_config, tmp_path / "bad")
+        with pytest.raises(DriverError, match="no schedd nosuch"):
             bad.ping()
         bad.close()  # type: ignore[attr-defined]
     finally:
