@@ -407,11 +407,16 @@ def test_status_round_over_300_jobs_is_one_schedd_query(
             time.sleep(0.5)
         registry = driver.registry  # type: ignore[attr-defined]
         before = driver.schedd_calls  # type: ignore[attr-defined]
+        counted = _schedd_commands(condor_config)
         t0 = time.monotonic()
         registry.refresh()
         first = time.monotonic() - t0
+        at_schedd = _delta(_schedd_commands(condor_config), counted)
         calls = _delta(driver.schedd_calls, before)  # type: ignore[attr-defined]
         assert calls == {"query": 1, "history": 1}, calls
+        # the schedd's own counters (which other users of the pool add to): it got them
+        assert at_schedd.get("QUERY_JOB_ADS", 0) >= 1, at_schedd
+        assert at_schedd.get("QUERY_SCHEDD_HISTORY", 0) >= 1, at_schedd
         states = [driver.status(i) for i in quick + held]
         assert _delta(driver.schedd_calls, before) == calls  # type: ignore[attr-defined]
         assert [s.status for s in states] == [JobStatus.COMPLETED] * 5 + [JobStatus.HELD] * (
@@ -421,7 +426,10 @@ def test_status_round_over_300_jobs_is_one_schedd_query(
         before = driver.schedd_calls  # type: ignore[attr-defined]
         registry.refresh()  # final states are not asked again
         assert _delta(driver.schedd_calls, before) == {"query": 1}  # type: ignore[attr-defined]
-        print(f"status round over {N_ROUND} jobs: {first:.3f} s, schedd calls {calls}")
+        print(
+            f"status round over {N_ROUND} jobs: {first:.3f} s, schedd calls {calls}, "
+            f"the schedd counted {at_schedd}"
+        )
     finally:
         if held:
             clusters = ",".join(j.partition(".")[0] for j in held)
@@ -429,6 +437,18 @@ def test_status_round_over_300_jobs_is_one_schedd_query(
 
             schedd.act(htcondor2.JobAction.Remove, f"member(ClusterId, {{{clusters}}})")
         driver.close()  # type: ignore[attr-defined]
+
+
+def _schedd_commands(condor_config: dict[str, Any]) -> dict[str, int]:
+    """The schedd's own counts of the job and history queries it answered (its
+    ``DCCommand_*`` statistics, asked of the schedd directly)."""
+    import htcondor2
+
+    coll = htcondor2.Collector()
+    name = coll.locate(htcondor2.DaemonType.Schedd)["Name"]
+    ad = coll.directQuery(htcondor2.DaemonType.Schedd, name, statistics="All:2")
+    keys = ("QUERY_JOB_ADS", "QUERY_SCHEDD_HISTORY")
+    return {k: int(ad.get(f"DCCommand_{k}", 0)) for k in keys}
 
 
 def _delta(now: dict[str, int], before: dict[str, int]) -> dict[str, int]:
