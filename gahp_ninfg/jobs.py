@@ -1,9 +1,12 @@
 """Ninf-G jobs on a gahp_lrms driver: creation, status polling, notifications, cancel.
 
-One Ninf-G job of ``count`` N is N driver jobs, each writing its own output files in a
-private scratch directory; when all have ended, the outputs are concatenated into the
-client's redirect files and only then is DONE notified. Every job gets exactly one
-terminal notification, and none after EXIT.
+One Ninf-G job of ``count`` N is N driver jobs, submitted as one unit
+(:meth:`~gahp_lrms.Driver.submit_many`: one HTCondor cluster of N procs, else N
+submissions), each writing its own output files in a private scratch directory. Its status
+is the least advanced of its processes' (PENDING until every one has started, DONE once
+every one has ended, a removed one counting as ended); when all have ended, the outputs are
+concatenated into the client's redirect files and only then is DONE notified. Every job
+gets exactly one terminal notification, and none after EXIT.
 """
 
 from __future__ import annotations
@@ -69,13 +72,18 @@ class JobManager:
         notify: Callable[[Sequence[str]], None],
         default_polling: float,
         scratch_root: Path | None = None,
+        unit_id: Callable[[Sequence[str]], str | None] | None = None,
     ) -> None:
+        """``unit_id``: the job id the client is given, from the native ids of its
+        processes (e.g. their HTCondor cluster id); None, or a None answer (or an id
+        already in use): this server's own ``<driver>.<pid>.<serial>``."""
         self.driver = driver
         self.run_in_worker = run_in_worker
         self.spawn = spawn
         self.notify = notify
         self.default_polling = default_polling
         self.scratch_root = Path(scratch_root or tempfile.mkdtemp(prefix="ng-invoke-"))
+        self.unit_id = unit_id
         self.jobs: dict[str, NinfgJob] = {}
         self._serial = itertools.count(1)
         self._prefix = f"{driver.name}.{os.getpid()}"
@@ -121,8 +129,7 @@ class JobManager:
         try:
             job.request = parse_attributes(pairs)
             specs = await self.run_in_worker(self._prepare, job)
-            for spec in specs:
-                await self._submit(job, spec)
+            await self._submit(job, specs)
         except (AttributeProblem, DriverError, OSError) as exc:
             log.warning("job %s (request %s) not created: %s", job.id, job.reqid, exc)
             await self._cancel_natives(job)
@@ -130,6 +137,7 @@ class JobManager:
             del self.jobs[job.id]
             self.notify(("CREATE_NOTIFY", job.reqid, "F", _one_line(exc)))
             return
+        self._rename(job)
         job.announced = True
         log.info("job %s: %d process(es) %s", job.id, len(job.natives), " ".join(job.natives))
         self.notify(("CREATE_NOTIFY", job.reqid, "S", job.id))
@@ -142,21 +150,33 @@ class JobManager:
         if job.destroy.is_set():
             self._forget(job)
 
-    async def _submit(self, job: NinfgJob, spec: JobSpec) -> None:
-        """Submit one process; its id is recorded even if this task is cancelled meanwhile,
-        so the shutdown sweep finds it."""
+    async def _submit(self, job: NinfgJob, specs: Sequence[JobSpec]) -> None:
+        """Submit the processes as one unit; their ids are recorded even if this task is
+        cancelled meanwhile, so the shutdown sweep finds them."""
         if self._closing:
             raise DriverError("the invoke server is shutting down")
-        future = asyncio.ensure_future(self.run_in_worker(self.driver.submit, spec))
+        future = asyncio.ensure_future(self.run_in_worker(self.driver.submit_many, specs))
         self._submits.add(future)
 
         def record(done: asyncio.Future[Any]) -> None:
             self._submits.discard(done)
             if not done.cancelled() and done.exception() is None:
-                job.natives.append(done.result())
+                job.natives.extend(done.result())
 
         future.add_done_callback(record)
         await asyncio.shield(future)
+
+    def _rename(self, job: NinfgJob) -> None:
+        """Give the job the id :attr:`unit_id` makes of its processes' ids, if any."""
+        if self.unit_id is None:
+            return
+        new = self.unit_id(job.natives)
+        if not new or new == job.id or new in self.jobs:
+            return
+        del self.jobs[job.id]
+        log.debug("job %s is %s", job.id, new)
+        job.id = new
+        self.jobs[new] = job
 
     def _prepare(self, job: NinfgJob) -> list[JobSpec]:
         """Scratch directory, staged executable, auth number file; one spec per process."""
