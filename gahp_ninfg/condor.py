@@ -12,9 +12,10 @@ tracked).
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
-from gahp_ninfg.attributes import AttributeProblem
+from gahp_ninfg.attributes import AttributeProblem, JobRequest
 
 MAX_OPTIONS = 32
 MAX_VALUE = 1024
@@ -96,3 +97,14 @@ def cluster_id(natives: Sequence[str]) -> str | None:
         return None
     (cluster,) = clusters
     return cluster or None
+
+
+def spec_extras(request: JobRequest) -> Mapping[str, Any]:
+    """The :class:`~gahp_lrms.JobSpec` fields a request's ``condor_option`` lines give."""
+    options = parse_condor_options(request.condor_options)
+    return {"options": {f"submit:{name}": value for name, value in options}} if options else {}
+
+
+MANAGER_OPTIONS: Mapping[str, Any] = {"unit_id": cluster_id, "spec_extras": spec_extras}
+"""How :class:`~gahp_ninfg.jobs.JobManager` runs Condor jobs: named by their cluster id,
+with their ``condor_option`` lines."""

@@ -19,7 +19,7 @@ import logging
 import os
 import shutil
 import tempfile
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -73,10 +73,14 @@ class JobManager:
         default_polling: float,
         scratch_root: Path | None = None,
         unit_id: Callable[[Sequence[str]], str | None] | None = None,
+        spec_extras: Callable[[JobRequest], Mapping[str, Any]] | None = None,
     ) -> None:
         """``unit_id``: the job id the client is given, from the native ids of its
         processes (e.g. their HTCondor cluster id); None, or a None answer (or an id
-        already in use): this server's own ``<driver>.<pid>.<serial>``."""
+        already in use): this server's own ``<driver>.<pid>.<serial>``.
+        ``spec_extras``: further :class:`~gahp_lrms.JobSpec` fields for a request's
+        processes (e.g. its ``condor_option`` lines); it raises :class:`AttributeProblem`
+        to refuse the request. Without it, ``condor_option`` lines are ignored (logged)."""
         self.driver = driver
         self.run_in_worker = run_in_worker
         self.spawn = spawn
@@ -84,6 +88,7 @@ class JobManager:
         self.default_polling = default_polling
         self.scratch_root = Path(scratch_root or tempfile.mkdtemp(prefix="ng-invoke-"))
         self.unit_id = unit_id
+        self.spec_extras = spec_extras
         self.jobs: dict[str, NinfgJob] = {}
         self._serial = itertools.count(1)
         self._prefix = f"{driver.name}.{os.getpid()}"
@@ -186,6 +191,15 @@ class JobManager:
             raise AttributeProblem(
                 f"backend {req.backend} is not supported by this invoke server (NORMAL only)"
             )
+        extras: Mapping[str, Any] = {}
+        if self.spec_extras is not None:
+            extras = self.spec_extras(req)
+        elif req.condor_options:
+            log.warning(
+                "job %s: %d condor_option line(s) ignored (not a Condor invoke server)",
+                job.id,
+                len(req.condor_options),
+            )
         private_dir(self.scratch_root)
         job.scratch.mkdir(mode=0o700)
         exe = Path(req.executable)
@@ -224,6 +238,7 @@ class JobManager:
                     runtime_s=req.max_wall_minutes * 60 if req.max_wall_minutes else None,
                     nodes=req.host_count,
                     name=f"ninfg-{job.id}",
+                    **extras,
                 )
             )
         return specs
