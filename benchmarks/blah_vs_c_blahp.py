@@ -6,13 +6,18 @@ configured through ``BLAHPD_LOCATION``/``BLAHPD_CONFIG_LOCATION`` and an appende
 ``blah.config``; ours is ``python -m gahp_blah``.  Both are driven over pipes as the gridmanager
 drives them (banner, ASYNC_MODE_ON, request ids, RESULTS, at most 50 requests in flight).
 
-1. STATUS: on Slurm, OpenPBS, LSF and Grid Engine (each when reachable), each blahpd submits
-   N jobs held at submission (a ``<lrms>_local_submit_attributes.sh`` site hook, the same file
-   for both, prints the batch system's hold directive), then one round of N BLAH_JOB_STATUS:
-   wall time, batch-system commands run (shims in the ``*_binpath``/``bin_dir`` count calls)
+1. STATUS: on Slurm, OpenPBS, LSF, Grid Engine and an HTCondor pool (``.ci/htcondor-pool-up.sh``;
+   each when reachable), each blahpd submits N jobs held at submission (a
+   ``<lrms>_local_submit_attributes.sh`` site hook, the same file for both, prints the batch
+   system's hold directive; on HTCondor the benchmark also holds them with one
+   ``condor_hold``, as our condor driver takes no submit lines from that hook), pipelined:
+   the SUBMIT BURST's wall time; then one round of N BLAH_JOB_STATUS:
+   wall time, batch-system commands run (shims in the ``*_binpath``/``bin_dir`` count calls;
+   our condor driver runs none: it asks the schedd through HTCondor's Python bindings)
    and, for Slurm, controller RPCs (``sdiag`` difference; other users of the controller add
-   noise).  The C side's status caches (``/var/tmp/<x>_cache_<user>``) are emptied before its
-   round, so its round refreshes them once (its cheapest cold case).  All jobs are cancelled.
+   noise).  The C side's status caches (``/var/tmp/<x>_cache_<user>``, for condor
+   ``$GAHP_TEMP/cache.*``) are emptied before its round, so its round refreshes them once
+   (its cheapest cold case).  All jobs are cancelled.
 2. FUZZ: the same seeded stream of malformed and edge request lines (the generator of
    ``tests/reliability/fuzzkit.py``, which ``benchmarks/gahp_fuzz.py`` uses) to each, one
    line at a time: deaths (exit or signal; restarted, the stream goes on), hangs (no return
@@ -34,10 +39,11 @@ drives them (banner, ASYNC_MODE_ON, request ids, RESULTS, at most 50 requests in
    no job directory or proxy record left (each goes once its final status is answered).
 
 Without the C blahp tarball only our side runs; a batch system that is not reachable is
-skipped with a line saying so, unless GAHP_REQUIRE_<SYSTEM>=1 (SLURM, PBS, LSF, SGE), which
-makes it an error (as GAHP_REQUIRE_HTCONDOR=1 does for the burst).
+skipped with a line saying so, unless GAHP_REQUIRE_<SYSTEM>=1 (SLURM, PBS, LSF, SGE;
+GAHP_REQUIRE_HTCONDOR_POOL for condor), which makes it an error (as GAHP_REQUIRE_HTCONDOR=1
+does for the burst).
 
-Usage: python benchmarks/blah_vs_c_blahp.py [--small] [--n N] [--systems slurm,pbs,lsf,sge]
+Usage: python benchmarks/blah_vs_c_blahp.py [--small] [--n N] [--systems slurm,pbs,lsf,sge,condor]
            [--seeds 3] [--cases 1000] [--burst-jobs J] [--[no-]burst] [--soak N]
            [--parts status,fuzz,burst,idle,soak]
 Exit status 1 when our blahpd died or hung in the fuzz, or the soak's RSS grew past 1.5x or
@@ -78,18 +84,21 @@ C = "C blahpd"
 OURS = "ours"
 TARBALL = "blahp-25.0.13-debian12-x86_64.tar.xz"
 HTCONDOR = "25.0.13"
-SYSTEMS = ("slurm", "pbs", "lsf", "sge")
+SYSTEMS = ("slurm", "pbs", "lsf", "sge", "condor")
 COMMANDS = {  # what each side may run (the C scripts also use lsid, tracejob, qacct)
     "slurm": ["sbatch", "squeue", "scontrol", "sacct", "scancel"],
     "pbs": ["qsub", "qstat", "qdel", "qhold", "qrls", "tracejob"],
     "lsf": ["bsub", "bjobs", "bhist", "bkill", "bstop", "bresume", "bqueues", "lsid"],
     "sge": ["qsub", "qstat", "qacct", "qdel", "qhold", "qrls", "qmod"],
+    "condor": ["condor_submit", "condor_q", "condor_history", "condor_config_val", "condor_rm",
+               "condor_hold", "condor_release"],
 }
 C_NOTES = {
     "sge": " sge_helper runs $SGE_ROOT/bin/<arch>/qstat itself: not counted",
     "lsf": " + a grep of lsb.events per job (not a command)",
 }
-HOLD = {"slurm": "#SBATCH -H", "pbs": "#PBS -h", "lsf": "#BSUB -H", "sge": "#$ -h"}
+HOLD = {"slurm": "#SBATCH -H", "pbs": "#PBS -h", "lsf": "#BSUB -H", "sge": "#$ -h",
+        "condor": "hold = true"}
 CACHES = {"slurm": "slurm_cache", "pbs": "qstat_cache", "lsf": "bjobs_cache"}
 BURST_USER = os.environ.get("GAHP_BENCH_USER", "gahpbench")
 """The private HTCondor's job owner: sdiag counts its RPCs apart from everyone else's."""
@@ -114,8 +123,12 @@ def table(title: str, head: list[str], rows: list[list[str]]) -> None:
         log("  " + "  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)))
 
 
+REQUIRE = {"condor": "GAHP_REQUIRE_HTCONDOR_POOL"}
+"""The variable that makes a system's absence an error, when not GAHP_REQUIRE_<SYSTEM>."""
+
+
 def required(system: str) -> bool:
-    return os.environ.get(f"GAHP_REQUIRE_{system.upper()}") == "1"
+    return os.environ.get(REQUIRE.get(system, f"GAHP_REQUIRE_{system.upper()}")) == "1"
 
 
 # ---------------------------------------------------------------------- the two servers
@@ -267,8 +280,11 @@ def submit_ad(system: str, iwd: Path) -> str:
             f'Err = "/dev/null"; gridtype = "{system}"{smp} ]')
 
 
-def clear_c_caches(system: str) -> None:
+def clear_c_caches(system: str, env: dict[str, str]) -> None:
     """Empty the C status script's per-user cache, so its round starts cold."""
+    if system == "condor" and env.get("GAHP_TEMP"):
+        for path in Path(env["GAHP_TEMP"]).glob("cache.*"):
+            path.unlink(missing_ok=True)
     if system in CACHES:
         user = pwd.getpwuid(os.geteuid()).pw_name
         for path in Path("/var/tmp", f"{CACHES[system]}_{user}").glob("blahp_results_cache*"):
@@ -278,6 +294,13 @@ def clear_c_caches(system: str) -> None:
 def submitted(results: list[list[str] | None]) -> list[str]:
     """The job ids of the successful BLAH_JOB_SUBMIT results."""
     return [r[2] for r in results if r and r[0] == "0" and len(r) > 2]
+
+
+def native(jobid: str) -> str:
+    """The batch system's id in a BLAH job id: its last part, or for the C blahp's condor
+    ids (``condor/<cluster>/<schedd>/<pool>``) the second."""
+    parts = jobid.split("/")
+    return parts[1] if parts[0] == "condor" and len(parts) == 4 else parts[-1]
 
 
 def status_side(system: str, env: dict[str, str], side: Side, calls: Path, n: int,
@@ -290,18 +313,20 @@ def status_side(system: str, env: dict[str, str], side: Side, calls: Path, n: in
             row.submit_s, got, _ = pipelined(c, "BLAH_JOB_SUBMIT",
                                              [submit_ad(system, iwd)] * n, inflight)
         except Died as e:  # what was submitted before is cancelled all the same
-            natives = [j.rsplit("/", 1)[-1] for j in submitted(e.partial)]
+            natives = [native(j) for j in submitted(e.partial)]
             raise
         jobids = submitted(got)
-        natives = [j.rsplit("/", 1)[-1] for j in jobids]
+        natives = [native(j) for j in jobids]
         row.submitted = len(jobids)
         if len(jobids) < n:
             bad = next((r for r in got if not (r and r[0] == "0")), None)
             row.note = f"{n - len(jobids)} submits failed ({(bad or ['no result'])[:2]})"
         if not jobids:
             return row, natives
+        if system == "condor":  # not counted: the benchmark's own command
+            condor_hold(env, natives)
         if side.name == C:
-            clear_c_caches(system)
+            clear_c_caches(system, env)
             row.note += C_NOTES.get(system, "")
         before = scale.read_calls(calls)
         rpcs_before = scale.sdiag_counts(env) if system == "slurm" else None
@@ -327,7 +352,7 @@ def batch_envs(work: Path, systems: list[str]) -> dict[str, dict[str, str]]:
     """The reachable systems' environments; an unreachable required one is an error."""
     finders: dict[str, Callable[[], dict[str, str] | None]] = {
         "slurm": scale.slurm_env, "sge": scale.sge_env, "pbs": scale.pbs_env,
-        "lsf": lambda: lsf_env(work),
+        "lsf": lambda: lsf_env(work), "condor": lambda: condor_env(work),
     }
     out = {}
     for system in systems:
@@ -337,11 +362,58 @@ def batch_envs(work: Path, systems: list[str]) -> dict[str, dict[str, str]]:
             env = None
         if env is None:
             if required(system):
-                raise SystemExit(f"{system}: not reachable and GAHP_REQUIRE_{system.upper()}=1")
+                var = REQUIRE.get(system, f"GAHP_REQUIRE_{system.upper()}")
+                raise SystemExit(f"{system}: not reachable and {var}=1")
             log(f"{system}: not reachable, skipped")
             continue
         out[system] = env
     return out
+
+
+def condor_env(work: Path) -> dict[str, str] | None:
+    """The HTCondor pool of ``.ci/htcondor-pool-up.sh`` (its ``env`` file), when its schedd
+    answers; ``GAHP_TEMP`` (where the C condor_status.sh caches condor_q) under ``work``."""
+    pool = Path(os.environ.get("GAHP_HTCONDOR_POOL_DIR", "/tmp/gahp-htcondor-pool"))
+    try:
+        lines = (pool / "env").read_text().splitlines()
+    except OSError:
+        return None
+    env = dict(os.environ)
+    for line in lines:
+        key, eq, value = line.partition("=")
+        if eq and key.isidentifier():
+            env[key] = value.replace("$PATH", os.environ.get("PATH", ""))
+    q = Path(env.get("GAHP_HTCONDOR_POOL_BIN", "")) / "condor_q"
+    proc = subprocess.run([str(q), "-totals"], env=env, capture_output=True, timeout=30)
+    if proc.returncode != 0:
+        return None
+    temp = work / "gahp-temp"
+    temp.mkdir(exist_ok=True)
+    env["GAHP_TEMP"] = str(temp)
+    return env
+
+
+def condor_bin(env: dict[str, str]) -> Path:
+    return Path(env["GAHP_HTCONDOR_POOL_BIN"])
+
+
+def condor_hold(env: dict[str, str], natives: list[str]) -> None:
+    for i in range(0, len(natives), 500):
+        subprocess.run([str(condor_bin(env) / "condor_hold"), *natives[i:i + 500]], env=env,
+                       capture_output=True, timeout=300)
+
+
+def real_bin(system: str, env: dict[str, str]) -> Path:
+    return condor_bin(env) if system == "condor" else scale.real_bin(system, env)
+
+
+def cancel(system: str, env: dict[str, str], natives: list[str]) -> None:
+    if system != "condor":
+        scale.cancel(system, env, natives)
+        return
+    for i in range(0, len(natives), 500):
+        subprocess.run([str(condor_bin(env) / "condor_rm"), *natives[i:i + 500]], env=env,
+                       capture_output=True, timeout=300)
 
 
 def lsf_env(work: Path) -> dict[str, str] | None:
@@ -360,6 +432,8 @@ def lsf_env(work: Path) -> dict[str, str] | None:
 
 
 def c_batch_settings(system: str, env: dict[str, str], shims: Path) -> dict[str, str]:
+    if system == "condor":
+        return {"condor_binpath": str(shims), "export CONDOR_CONFIG": env["CONDOR_CONFIG"]}
     if system == "slurm":
         return {"slurm_binpath": str(shims), "export SLURM_CONF": env["SLURM_CONF"]}
     if system == "pbs":
@@ -388,7 +462,7 @@ def status_part(work: Path, location: Path | None, envs: dict[str, dict[str, str
             n = sizes[system]
             log(f"status: {system}, {n} held jobs per side, one round of {n} BLAH_JOB_STATUS,"
                 f" {inflight} in flight")
-            real = scale.real_bin(system, env)
+            real = real_bin(system, env)
             sides: list[tuple[Side, Path]] = []
             if location is not None:
                 shims, calls = make_shims(system, real, work / "shims" / "c" / system)
@@ -396,8 +470,11 @@ def status_part(work: Path, location: Path | None, envs: dict[str, dict[str, str
                                   c_batch_settings(system, env, shims))
                 sides.append((c_side(location, config), calls))
             shims, calls = make_shims(system, real, work / "shims" / "ours" / system)
-            options = scale.driver_config(system, env)
-            options["bin_dir"] = str(shims)
+            if system == "condor":  # the pool of CONDOR_CONFIG, through the bindings
+                options: dict[str, str] = {}
+            else:
+                options = scale.driver_config(system, env)
+                options["bin_dir"] = str(shims)
             text = (f'[site]\nlocal_submit_attributes_dir = "{hooks}"\n[driver.{system}]\n'
                     + "".join(f'{k} = "{v}"\n' for k, v in options.items()))
             sides.append((our_side(work, f"status-{system}", text), calls))
@@ -406,7 +483,7 @@ def status_part(work: Path, location: Path | None, envs: dict[str, dict[str, str
                 try:
                     row, natives = status_side(system, env, side, calls, n, inflight, iwd)
                 finally:
-                    scale.cancel(system, env, natives)
+                    cancel(system, env, natives)
                 rows.append(row)
                 log(f"  {side.name}: {row.submitted}/{n} submitted in {row.submit_s:.1f} s, "
                     f"round {row.wall:.2f} s, {row.answered} answered, commands "
@@ -423,17 +500,20 @@ def status_table(rows: list[StatusRow]) -> None:
         for r in pair.values():
             cmds = sum(r.commands.values())
             per_job = cmds / r.submitted if r.submitted else 0.0
-            out.append([system, r.side, str(r.submitted), f"{r.wall:.2f}",
+            out.append([system, r.side, str(r.submitted), f"{r.submit_s:.2f}", f"{r.wall:.2f}",
                         f"{r.answered}/{r.submitted}", f"{cmds} ({per_job:.3g}/job)",
                         "-" if r.rpcs is None else str(r.rpcs), r.note.strip()])
         if C in pair and OURS in pair and pair[C].wall and pair[OURS].wall:
             c, o = pair[C], pair[OURS]
             oc, cc = sum(o.commands.values()), sum(c.commands.values())
             rpcs = "-" if c.rpcs is None or o.rpcs is None else ratio(c.rpcs, o.rpcs)
-            out.append([system, "C / ours", "", ratio(c.wall, o.wall), "",
+            out.append([system, "C / ours", "", ratio(c.submit_s, o.submit_s),
+                        ratio(c.wall, o.wall), "",
                         ratio(cc, oc) if system != "sge" else "-", rpcs, ""])
-    table("STATUS ROUND of N held jobs (wall time, batch commands, slurmctld RPCs)",
-          ["system", "blahpd", "N", "round s", "answered", "batch commands", "RPCs", "note"],
+    table("SUBMIT BURST and STATUS ROUND of N held jobs (wall times, batch commands,"
+          " slurmctld RPCs)",
+          ["system", "blahpd", "N", "submit s", "round s", "answered", "batch commands", "RPCs",
+           "note"],
           out)
 
 
