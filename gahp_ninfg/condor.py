@@ -15,34 +15,14 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from gahp_lrms.condor import OWN_COMMANDS
 from gahp_ninfg.attributes import AttributeProblem, JobRequest
 
 MAX_OPTIONS = 32
 MAX_VALUE = 1024
 _NAME = re.compile(r"\+?[A-Za-z_][A-Za-z0-9_.]{0,63}\Z")
 _CONTROL = re.compile("[\x00-\x1f\x7f]")
-RESERVED = frozenset(
-    {
-        "executable",
-        "arguments",
-        "args",
-        "environment",
-        "env",
-        "getenv",
-        "input",
-        "output",
-        "error",
-        "initialdir",
-        "initial_dir",
-        "iwd",
-        "log",
-        "queue",
-        "hold",
-        "leave_in_queue",
-        "on_exit_remove",
-        "transfer_executable",
-    }
-)
+RESERVED = OWN_COMMANDS - {"universe"}
 """Submit commands the server writes itself from the request (compared in lower case)."""
 UNIVERSES = frozenset({"vanilla"})
 """The universes a job may ask for: its executable runs from a shared filesystem."""
@@ -100,9 +80,14 @@ def cluster_id(natives: Sequence[str]) -> str | None:
 
 
 def spec_extras(request: JobRequest) -> Mapping[str, Any]:
-    """The :class:`~gahp_lrms.JobSpec` fields a request's ``condor_option`` lines give."""
-    options = parse_condor_options(request.condor_options)
-    return {"options": {f"submit:{name}": value for name, value in options}} if options else {}
+    """The :class:`~gahp_lrms.JobSpec` fields a request's ``condor_option`` lines give
+    (``universe vanilla`` is what the driver submits anyway)."""
+    options = {
+        f"submit:{name}": value
+        for name, value in parse_condor_options(request.condor_options)
+        if name.lower() != "universe"
+    }
+    return {"options": options} if options else {}
 
 
 MANAGER_OPTIONS: Mapping[str, Any] = {"unit_id": cluster_id, "spec_extras": spec_extras}
