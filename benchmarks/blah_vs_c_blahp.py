@@ -9,9 +9,9 @@ drives them (banner, ASYNC_MODE_ON, request ids, RESULTS, at most 50 requests in
 1. STATUS: on Slurm, OpenPBS, LSF, Grid Engine and an HTCondor pool (``.ci/htcondor-pool-up.sh``;
    each when reachable), each blahpd submits N jobs held at submission (a
    ``<lrms>_local_submit_attributes.sh`` site hook, the same file for both, prints the batch
-   system's hold directive; on HTCondor the benchmark also holds them with one
-   ``condor_hold``, as our condor driver takes no submit lines from that hook), pipelined:
-   the SUBMIT BURST's wall time; then one round of N BLAH_JOB_STATUS:
+   system's hold directive; for HTCondor the submit command ``hold = true``), pipelined:
+   the SUBMIT BURST's wall time; then one round of N BLAH_JOB_STATUS (the note says how
+   many were answered HELD):
    wall time, batch-system commands run (shims in the ``*_binpath``/``bin_dir`` count calls;
    our condor driver runs none: it asks the schedd through HTCondor's Python bindings)
    and, for Slurm, controller RPCs (``sdiag`` difference; other users of the controller add
@@ -323,8 +323,6 @@ def status_side(system: str, env: dict[str, str], side: Side, calls: Path, n: in
             row.note = f"{n - len(jobids)} submits failed ({(bad or ['no result'])[:2]})"
         if not jobids:
             return row, natives
-        if system == "condor":  # not counted: the benchmark's own command
-            condor_hold(env, natives)
         if side.name == C:
             clear_c_caches(system, env)
             row.note += C_NOTES.get(system, "")
@@ -339,6 +337,8 @@ def status_side(system: str, env: dict[str, str], side: Side, calls: Path, n: in
         row.commands.subtract(before)
         row.commands = +row.commands
         row.answered = sum(1 for r in statuses if r and r[0] == "0")
+        held = sum(1 for r in statuses if r and r[0] == "0" and len(r) > 2 and r[2] == "5")
+        row.note += f" {held} held"
         with contextlib.suppress(Exception):
             c.quit(timeout=10)
     except Died as e:
@@ -395,12 +395,6 @@ def condor_env(work: Path) -> dict[str, str] | None:
 
 def condor_bin(env: dict[str, str]) -> Path:
     return Path(env["GAHP_HTCONDOR_POOL_BIN"])
-
-
-def condor_hold(env: dict[str, str], natives: list[str]) -> None:
-    for i in range(0, len(natives), 500):
-        subprocess.run([str(condor_bin(env) / "condor_hold"), *natives[i:i + 500]], env=env,
-                       capture_output=True, timeout=300)
 
 
 def real_bin(system: str, env: dict[str, str]) -> Path:
