@@ -23,12 +23,13 @@ drives them (banner, ASYNC_MODE_ON, request ids, RESULTS, at most 50 requests in
    line at a time: deaths (exit or signal; restarted, the stream goes on), hangs (no return
    line within a bound; killed, restarted), per seed.  Batch commands point at a directory
    without them, so nothing reaches a batch system.
-3. BURST (when HTCondor 25.0.13 and Slurm are there; not with ``--small`` unless ``--burst``,
-   as its wall time is at the mercy of the shared Slurm's queue): a private
-   personal HTCondor 25.0.13 (its own directory, loopback, ephemeral ports, run as a user of
-   its own so ``sdiag``'s per-user RPC count is this run's alone), BATCH_GAHP the C blahpd, then
-   ours: J short jobs (``grid_resource = batch slurm``; the site hook gives every Slurm job
-   a 10-minute limit, so a queue blocked by others' unlimited jobs still backfills them):
+3. BURST (when HTCondor 25.0.13 and Slurm or the HTCondor pool are there; not with
+   ``--small`` unless ``--burst``, as its wall time is at the mercy of the shared queues): a
+   private personal HTCondor 25.0.13 (its own directory, loopback, ephemeral ports, run as a
+   user of its own so ``sdiag``'s per-user RPC count is this run's alone), BATCH_GAHP the C
+   blahpd, then ours: J short jobs (``grid_resource = batch slurm``; the site hook gives every
+   Slurm job a 10-minute limit, so a queue blocked by others' unlimited jobs still backfills
+   them; then ``batch condor`` into the pool, whose configuration both blahpds are given):
    submit-to-last-termination wall time,
    GAHP process-tree CPU (``/proc``, sampled: the blahpd, its reaped children and live
    descendants), RSS (blahpd alone and with its descendants), slurmctld RPCs per job.  The
@@ -742,10 +743,11 @@ def sdiag_by_user(env: dict[str, str], user: str) -> int:
 class BurstRow:
     side: str
     jobs: int
+    system: str = "slurm"
     wall: float = 0.0
     done: int = 0
     cpu_s: float = 0.0
-    rpcs: int = 0
+    rpcs: int | None = None
     rss_end_kib: int = 0
     tree_rss_end_kib: int = 0
     peak_tree_rss_kib: int = 0
@@ -857,18 +859,19 @@ def find_gahp(marker: str) -> int | None:
 
 
 def burst_side(name: str, home: Path, release: Path, wrapper: str, marker: str, jobs: int,
-               slurm: dict[str, str], extra: str = "") -> BurstRow:
-    row = BurstRow(name, jobs)
+               system: str, env: dict[str, str], extra: str = "") -> BurstRow:
+    row = BurstRow(name, jobs, system)
     condor = PrivateCondor(home, release, wrapper, extra)
     jobdir = home / "jobs"
     (jobdir / "burst.sub").write_text(
-        "universe = grid\ngrid_resource = batch slurm\nexecutable = /bin/sleep\narguments = 1\n"
+        f"universe = grid\ngrid_resource = batch {system}\nexecutable = /bin/sleep\n"
+        "arguments = 1\n"
         "transfer_executable = false\nshould_transfer_files = NO\noutput = /dev/null\n"
         f"error = /dev/null\nlog = {jobdir}/burst.log\nqueue {jobs}\n")
     os.chown(jobdir / "burst.sub", condor.user.pw_uid, condor.user.pw_gid)
     condor.start()
     try:
-        rpc0 = sdiag_by_user(slurm, BURST_USER)
+        rpc0 = sdiag_by_user(env, BURST_USER) if system == "slurm" else 0
         t0 = time.monotonic()
         sub = condor.as_user(str(release / "bin" / "condor_submit"), "burst.sub", cwd=jobdir)
         if sub.returncode != 0:
@@ -895,18 +898,29 @@ def burst_side(name: str, home: Path, release: Path, wrapper: str, marker: str, 
             row.note = f"only {row.done}/{jobs} terminated (held? see {jobdir})"
         if pid is not None and (s := sample_tree(pid, sample)):
             sample = s
-        row.rpcs = sdiag_by_user(slurm, BURST_USER) - rpc0
+        if system == "slurm":
+            row.rpcs = sdiag_by_user(env, BURST_USER) - rpc0
         row.cpu_s = sample.cpu_s
         row.rss_end_kib, row.tree_rss_end_kib = sample.rss_kib, sample.tree_rss_kib
         row.peak_tree_rss_kib = sample.peak_tree_rss_kib
     finally:
         condor.stop()
-        subprocess.run(["scancel", "-u", BURST_USER], env=slurm, capture_output=True, timeout=60)
+        if system == "slurm":
+            subprocess.run(["scancel", "-u", BURST_USER], env=env, capture_output=True,
+                           timeout=60)
+        else:  # the pool's jobs of the burst user
+            subprocess.run([str(condor_bin(env) / "condor_rm"), "-constraint",
+                            f'Owner == "{BURST_USER}"'], env=env, capture_output=True, timeout=60)
     return row
 
 
-def burst_part(work: Path, location: Path | None, slurm: dict[str, str], jobs: int
-               ) -> list[BurstRow]:
+def burst_part(work: Path, location: Path | None, envs: dict[str, dict[str, str]],
+               jobs: int) -> list[BurstRow]:
+    """The burst on each of Slurm and the HTCondor pool that is reachable."""
+    systems = [s for s in ("slurm", "condor") if s in envs]
+    if not systems:
+        log("burst: neither Slurm nor the HTCondor pool, skipped")
+        return []
     release = htcondor_release(work)
     if release is not None:
         ensure_user(BURST_USER)
@@ -917,45 +931,59 @@ def burst_part(work: Path, location: Path | None, slurm: dict[str, str], jobs: i
             raise SystemExit(f"burst: {why} and GAHP_REQUIRE_HTCONDOR=1")
         log(f"burst: {why}, skipped")
         return []
-    log(f"burst: {jobs} x sleep 1 under HTCondor {HTCONDOR}'s gridmanager (batch slurm)")
     rows = []
-    if location is not None:
-        config = c_config(location, "burst", {"slurm_binpath": "/usr/bin",
-                                              "export SLURM_CONF": slurm["SLURM_CONF"]})
-        marker = str(location / "bin" / "blahpd")
-        wrapper = (f"#!/bin/sh\nexport BLAHPD_LOCATION={location}\n"
-                   f"export BLAHPD_CONFIG_LOCATION={config}\nexec {marker}\n")
-        rows.append(burst_side(C, work / "condor-c", release, wrapper, marker, jobs, slurm,
-                               f"BLAHPD_LOCATION = {location}"))
-        log(f"  {C}: {rows[-1]}")
-    home = work / "condor-ours"
-    home.mkdir()
-    toml = home / "blahpd.toml"
-    toml.write_text(f'state_dir = "{home}/blah-state"\n[site]\n'
-                    f'local_submit_attributes_dir = "{work / "ours-hooks"}"\n[driver.slurm]\n'
-                    f'slurm_conf = "{slurm["SLURM_CONF"]}"\n')
-    wrapper = (f"#!/bin/sh\nexport PYTHONPATH={ROOT}\n"
-               f"exec {python} -m gahp_blah --config {toml}\n")
-    rows.append(burst_side(OURS, home, release, wrapper, str(toml), jobs, slurm))
-    log(f"  {OURS}: {rows[-1]}")
+    for system in systems:
+        env = envs[system]
+        log(f"burst: {jobs} x sleep 1 under HTCondor {HTCONDOR}'s gridmanager (batch {system})")
+        if location is not None:
+            settings = ({"slurm_binpath": "/usr/bin", "export SLURM_CONF": env["SLURM_CONF"]}
+                        if system == "slurm" else
+                        {"condor_binpath": str(condor_bin(env)),
+                         "export CONDOR_CONFIG": env["CONDOR_CONFIG"]})
+            config = c_config(location, f"burst-{system}", settings)
+            marker = str(location / "bin" / "blahpd")
+            wrapper = (f"#!/bin/sh\nexport BLAHPD_LOCATION={location}\n"
+                       f"export BLAHPD_CONFIG_LOCATION={config}\nexec {marker}\n")
+            rows.append(burst_side(C, work / f"condor-c-{system}", release, wrapper, marker,
+                                   jobs, system, env, f"BLAHPD_LOCATION = {location}"))
+            log(f"  {C}: {rows[-1]}")
+        home = work / f"condor-ours-{system}"
+        home.mkdir()
+        toml = home / "blahpd.toml"
+        driver = (f'slurm_conf = "{env["SLURM_CONF"]}"\n' if system == "slurm" else
+                  f'condor_config = "{env["CONDOR_CONFIG"]}"\n')
+        toml.write_text(f'state_dir = "{home}/blah-state"\n[site]\n'
+                        f'local_submit_attributes_dir = "{work / "ours-hooks"}"\n'
+                        f"[driver.{system}]\n{driver}")
+        wrapper = (f"#!/bin/sh\nexport PYTHONPATH={ROOT}\n"
+                   f"exec {python} -m gahp_blah --config {toml}\n")
+        rows.append(burst_side(OURS, home, release, wrapper, str(toml), jobs, system, env))
+        log(f"  {OURS}: {rows[-1]}")
     return rows
 
 
 def burst_table(rows: list[BurstRow]) -> None:
-    out = [[r.side, f"{r.done}/{r.jobs}", f"{r.wall:.1f}", f"{r.cpu_s:.2f}",
-            f"{r.rpcs} ({r.rpcs / max(r.done, 1):.1f})",
-            f"{r.rss_end_kib / 1024:.1f}", f"{r.tree_rss_end_kib / 1024:.1f}",
-            f"{r.peak_tree_rss_kib / 1024:.1f}", r.note] for r in rows]
-    pair = {r.side: r for r in rows}
-    if C in pair and OURS in pair and all(r.done == r.jobs for r in rows):
-        c, o = pair[C], pair[OURS]
-        out.append(["C / ours", "", ratio(c.wall, o.wall), ratio(c.cpu_s, o.cpu_s),
-                    ratio(c.rpcs, o.rpcs), ratio(c.rss_end_kib, o.rss_end_kib),
-                    ratio(c.tree_rss_end_kib, o.tree_rss_end_kib),
-                    ratio(c.peak_tree_rss_kib, o.peak_tree_rss_kib), ""])
-    table("BURST under HTCondor 25.0.13's gridmanager (batch slurm, sleep 1 jobs)",
-          ["blahpd", "done", "submit->last end s", "GAHP tree CPU s", "slurmctld RPCs (/job)",
-           "RSS end MiB", "tree RSS end MiB", "tree RSS peak MiB", "note"], out)
+    def rpcs(r: BurstRow) -> str:
+        return "-" if r.rpcs is None else f"{r.rpcs} ({r.rpcs / max(r.done, 1):.1f})"
+
+    out = []
+    for system in dict.fromkeys(r.system for r in rows):
+        its = [r for r in rows if r.system == system]
+        out += [[system, r.side, f"{r.done}/{r.jobs}", f"{r.wall:.1f}", f"{r.cpu_s:.2f}", rpcs(r),
+                 f"{r.rss_end_kib / 1024:.1f}", f"{r.tree_rss_end_kib / 1024:.1f}",
+                 f"{r.peak_tree_rss_kib / 1024:.1f}", r.note] for r in its]
+        pair = {r.side: r for r in its}
+        if C in pair and OURS in pair and all(r.done == r.jobs for r in its):
+            c, o = pair[C], pair[OURS]
+            out.append([system, "C / ours", "", ratio(c.wall, o.wall), ratio(c.cpu_s, o.cpu_s),
+                        "-" if c.rpcs is None or o.rpcs is None else ratio(c.rpcs, o.rpcs),
+                        ratio(c.rss_end_kib, o.rss_end_kib),
+                        ratio(c.tree_rss_end_kib, o.tree_rss_end_kib),
+                        ratio(c.peak_tree_rss_kib, o.peak_tree_rss_kib), ""])
+    table("BURST under HTCondor 25.0.13's gridmanager (batch slurm / batch condor, sleep 1 jobs)",
+          ["system", "blahpd", "done", "submit->last end s", "GAHP tree CPU s",
+           "slurmctld RPCs (/job)", "RSS end MiB", "tree RSS end MiB", "tree RSS peak MiB",
+           "note"], out)
 
 
 # ---------------------------------------------------------------------- part 4: RSS, soak
@@ -1063,10 +1091,7 @@ def main(argv: list[str] | None = None) -> int:
         fuzz_rows = fuzz_part(work, location, seeds, cases) if "fuzz" in parts else []
         burst_rows: list[BurstRow] = []
         if "burst" in parts and (a.burst if a.burst is not None else not a.small):
-            if "slurm" in envs:
-                burst_rows = burst_part(work, location, envs["slurm"], burst_jobs)
-            else:
-                log("burst: no Slurm, skipped")
+            burst_rows = burst_part(work, location, envs, burst_jobs)
         idle: list[tuple[str, int, int]] = []
         lrms = "slurm" if "slurm" in envs else "fork"
         env = envs.get("slurm", {})
