@@ -37,6 +37,9 @@ def _schedd_of(collector: str | None, name: str | None) -> Any:
                 ad = coll.locate(htcondor2.DaemonType.Schedd, name)
             else:
                 ad = coll.locate(htcondor2.DaemonType.Schedd)
+            if ad is None:  # the bindings would then take the local schedd: never
+                where = f"collector {collector}" if collector else "the pool's collector"
+                raise LookupError(f"no schedd {name or ''} in {where}".replace("  ", " "))
             _schedd = htcondor2.Schedd(ad)
     return _schedd
 
@@ -91,7 +94,9 @@ def _handle(request: dict[str, Any], collector: str | None, name: str | None) ->
         return _ads(ads, projection)
     if op == "act":
         action = getattr(htcondor2.JobAction, request["action"])
-        ad = schedd.act(action, request["constraint"], request.get("reason"))
+        # (text, code): the bindings of 25.x drop a reason given as a plain string
+        reason = (request["reason"], None) if request.get("reason") else None
+        ad = schedd.act(action, request["constraint"], reason)
         return {k: _plain(ad.eval(k)) for k in ad}
     raise ValueError(f"unknown request {op!r}")
 

@@ -15,11 +15,12 @@ Python bindings (``htcondor2``), never through the output of ``condor_q``.
   syntax, ``Iwd``, ``In``, ``Out``, ``Err``): ``$(`` is written as ``$(DOLLAR)(`` so that the
   submit language expands nothing.  What it cannot carry is refused with the reason: a line
   break, ``$$(`` (HTCondor substitutes it from the machine's ad when the job starts, with no
-  escape), a path ending in a backslash.  ``count`` N is one cluster of N procs (id
-  ``CLUSTER``); one job is ``CLUSTER.PROC``.  ``submit_many`` makes one cluster of jobs
-  whose descriptions differ (a Ninf-G job's processes: their own output files), one proc
-  each (ids ``CLUSTER.PROC``).  ``options`` keys ``submit:<name>`` are further submit
-  commands (``gahp_ninfg``'s ``condor_option`` lines, checked there and again here).
+  escape), ``$(DOLLAR)`` itself, a path ending in a backslash.  ``count`` N is one cluster
+  of N procs (id ``CLUSTER``); one job is ``CLUSTER.PROC``.  ``submit_many`` makes one
+  cluster of jobs whose descriptions differ (a Ninf-G job's processes: their own output
+  files), one proc each (ids ``CLUSTER.PROC``).  ``options`` keys ``submit:<name>`` are
+  further submit commands (``gahp_ninfg``'s ``condor_option`` lines, checked there and
+  again here).
 * Status: from the status registry (see :mod:`gahp_lrms.registry`): one schedd query for
   all tracked jobs per ``status_interval`` (``member(ClusterId, {...})``), plus one history
   query for those that left the queue.  Exit codes and signals from ``ExitCode`` /
@@ -94,19 +95,25 @@ MAX_REPLY_BYTES = 64 << 20
 """Bytes one answer of the helper process may have."""
 _MACRO = re.compile(r"\$(?=[A-Za-z_]*\()")
 _MATCH_TIME = re.compile(r"\$\$[A-Za-z_]*[(\[]")
+_DOLLAR = re.compile(r"\$\(\s*DOLLAR\s*\)", re.IGNORECASE)
 
 
 # ---------------------------------------------------------------------- submit description
 def submit_text(value: str, what: str) -> str:
     """``value`` as it must be written in HTCondor's submit language to arrive unchanged:
-    ``$(`` (and ``$NAME(``) written with ``$(DOLLAR)``; a line break or ``$$(``, which the
-    language cannot carry, refused naming ``what``."""
+    ``$(`` (and ``$NAME(``) written with ``$(DOLLAR)``; a line break, ``$$(`` and
+    ``$(DOLLAR)`` itself, which the language cannot carry, refused naming ``what``."""
     if "\n" in value or "\r" in value:
         raise DriverError(f"{what} has a line break: HTCondor's submit language cannot carry it")
     if _MATCH_TIME.search(value):
         raise DriverError(
             f"{what} has '$$(': HTCondor replaces it from the machine's ClassAd when the job "
             "starts, and has no way to write it literally"
+        )
+    if _DOLLAR.search(value):
+        raise DriverError(
+            f"{what} has '$(DOLLAR)': HTCondor's submit language reads it as '$' and has no "
+            "way to write it literally"
         )
     return _MACRO.sub("$(DOLLAR)", value)
 

@@ -122,21 +122,60 @@ def lsf_env() -> dict[str, str] | None:
     return env if proc.returncode == 0 else None
 
 
+# ---------------------------------------------------------------------- the HTCondor pool
+def htcondor_pool_settings() -> dict[str, str]:
+    """What `.ci/htcondor-pool-up.sh` wrote ($GAHP_HTCONDOR_POOL_DIR/env, default
+    /tmp/gahp-htcondor-pool/env): CONDOR_CONFIG, GAHP_HTCONDOR_POOL_USER, ..._COLLECTOR..."""
+    path = Path(os.environ.get("GAHP_HTCONDOR_POOL_DIR", "/tmp/gahp-htcondor-pool")) / "env"
+    return env_file(path)
+
+
+@pytest.fixture(scope="session")
+def htcondor_pool_env() -> dict[str, str] | None:
+    """Environment for processes that talk to the one-machine HTCondor pool (os.environ plus
+    its CONDOR_CONFIG and the GAHP_HTCONDOR_POOL_* settings), or None when its schedd is not
+    in its collector."""
+    settings = htcondor_pool_settings()
+    conf, bin_dir = settings.get("CONDOR_CONFIG"), settings.get("GAHP_HTCONDOR_POOL_BIN")
+    if not conf or not bin_dir:
+        return None
+    env = {**os.environ, **{k: v for k, v in settings.items() if k != "PATH"}}
+    try:
+        proc = subprocess.run(
+            [str(Path(bin_dir) / "condor_status"), "-schedd", "-af", "Name"],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=20,
+        )
+    except (subprocess.TimeoutExpired, OSError):
+        return None
+    return env if proc.returncode == 0 and proc.stdout.strip() else None
+
+
 # ---------------------------------------------------------------------- any of them
 _BATCH = {
     "slurm": ("Slurm", "bash .ci/slurm-up.sh", "GAHP_REQUIRE_SLURM"),
     "sge": ("Grid Engine", "bash .ci/sge-up.sh", "GAHP_REQUIRE_SGE"),
     "pbs": ("OpenPBS", "bash .ci/pbs-up.sh", "GAHP_REQUIRE_PBS"),
     "lsf": ("LSF", "bash .ci/lsf-up.sh", "GAHP_REQUIRE_LSF"),
+    "condor": ("the HTCondor pool", "bash .ci/htcondor-pool-up.sh", "GAHP_REQUIRE_HTCONDOR_POOL"),
 }
 
 
 @pytest.fixture(scope="session")
-def batch_env(slurm_env, sge_env, pbs_env, lsf_env):
+def batch_env(slurm_env, sge_env, pbs_env, lsf_env, htcondor_pool_env):
     """``need(system)``: the environment for a live batch system ("slurm", "sge", "pbs": the
-    real OpenPBS, "lsf"; any case), None for one that needs no daemon (fork). Skips when it
-    is down, or fails when its GAHP_REQUIRE_* variable is 1 (CI)."""
-    envs = {"slurm": slurm_env, "sge": sge_env, "pbs": pbs_env, "lsf": lsf_env}
+    real OpenPBS, "lsf", "condor": the HTCondor pool; any case), None for one that needs no
+    daemon (fork). Skips when it is down, or fails when its GAHP_REQUIRE_* variable is 1
+    (CI)."""
+    envs = {
+        "slurm": slurm_env,
+        "sge": sge_env,
+        "pbs": pbs_env,
+        "lsf": lsf_env,
+        "condor": htcondor_pool_env,
+    }
 
     def need(system: str) -> dict[str, str] | None:
         key = system.lower()
@@ -172,6 +211,8 @@ BATCH_FIXTURES = frozenset(
         "sge_config",
         "openpbs_config",
         "lsf_config",
+        "htcondor_pool_env",
+        "condor_config",
     }
 )
 HTCONDOR_DIRS = ("tests/htcondor/", "tests/htcondor_ce/")
