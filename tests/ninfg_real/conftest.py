@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
-from live_services import env_file, lsf_bin_dir, lsf_job_user, unavailable
+from live_services import lsf_bin_dir, lsf_job_user, unavailable
 from ngkit import (
     REPO,
     NgClient,
@@ -199,24 +199,6 @@ def lsf_backend(env: dict[str, str]) -> Backend:
 POOL_REQUIRE = "GAHP_REQUIRE_HTCONDOR_POOL"
 
 
-def condor_pool_env() -> dict[str, str]:
-    """The environment of the HTCondor pool of ``.ci/htcondor-pool-up.sh`` (its ``env``
-    file); skips (fails under GAHP_REQUIRE_HTCONDOR_POOL=1) when its schedd does not answer."""
-    where = Path(os.environ.get("GAHP_HTCONDOR_POOL_DIR", "/tmp/gahp-htcondor-pool"))
-    settings = env_file(where / "env")
-    if not settings.get("CONDOR_CONFIG"):
-        unavailable(POOL_REQUIRE, f"no HTCondor pool at {where} (start it with"
-                    " `bash .ci/htcondor-pool-up.sh`)")
-    path = settings.get("PATH", "$PATH").replace("$PATH", os.environ.get("PATH", ""))
-    env = {**settings, "PATH": path}
-    q = _run([str(Path(settings.get("GAHP_HTCONDOR_POOL_BIN", "")) / "condor_q"), "-totals"],
-             {**os.environ, **env})
-    if q.returncode != 0:
-        unavailable(POOL_REQUIRE, f"the HTCondor pool's schedd does not answer"
-                    f" ({q.stderr.strip()[-200:]}; start it with `bash .ci/htcondor-pool-up.sh`)")
-    return env
-
-
 def condor_backend(env: dict[str, str]) -> Backend:
     """As root, the client runs as the pool's owner (every job runs as that user)."""
     owner = env.get("GAHP_HTCONDOR_POOL_USER", "gahpjob")
@@ -244,7 +226,7 @@ def backend_for(kind: str, batch_env: Callable[[str], dict[str, str] | None]) ->
     if kind == "Fork":
         return Backend("Fork", remove=_kill)
     if kind == "Condor":
-        return condor_backend(condor_pool_env())
+        return condor_backend(dict(batch_env("condor") or {}))
     if kind == "Slurm":
         return slurm_backend(dict(batch_env("slurm") or {}))
     if kind == "SGE":

@@ -17,8 +17,8 @@ from scenarios import clean_run, nothing_left, server_gone
 
 
 @pytest.fixture
-def backend() -> Backend:
-    return backend_for("Condor", lambda _kind: None)
+def backend(batch_env) -> Backend:
+    return backend_for("Condor", batch_env)
 
 
 def test_sync_call(make_client, backend):
