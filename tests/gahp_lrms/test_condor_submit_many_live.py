@@ -66,8 +66,7 @@ def test_one_cluster_a_proc_per_spec(condor_driver, condor_job_dir, schedd):  # 
         ("submit:+Tag", "1\nqueue 5", "not one line"),
     ],
 )
-def test_a_jobs_own_submit_commands_are_checked(condor_driver, condor_job_dir, key, value,
-                                                reason):
+def test_a_jobs_own_submit_commands_are_checked(condor_driver, condor_job_dir, key, value, reason):
     spec = JobSpec("/bin/true", workdir=str(condor_job_dir), options={key: value})
     before = condor_driver.schedd_calls.get("submit", 0)
     with pytest.raises(DriverError, match=reason):
