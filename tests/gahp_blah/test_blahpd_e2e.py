@@ -82,6 +82,7 @@ def blah(tmp_path, slurm_env, sge_env, pbs_env, lsf_env, htcondor_pool_env):
         config += f'[driver.lsf]\nlsf_envdir = "{lsf_env["LSF_ENVDIR"]}"\n'
     if htcondor_pool_env is not None:
         config += f'[driver.condor]\ncondor_config = "{htcondor_pool_env["CONDOR_CONFIG"]}"\n'
+        config += "status_interval = 1\n"  # not 5 s: the tests poll every 0.2 s
     (tmp_path / "blahpd.toml").write_text(config)
     env["BLAHPD_CONFIG"] = str(tmp_path / "blahpd.toml")
     with Blah("--state-dir", tmp_path / "state", env=env) as b:

@@ -39,12 +39,18 @@ CONDOR_ENV = {k: v for k, v in TRICKY_ENV.items() if "\n" not in v} | {
 
 
 @pytest.fixture(scope="module")
-def schedd(condor_config: dict[str, Any]) -> Any:
+def schedd(condor_config: dict[str, Any]) -> Iterator[Any]:
     """The pool's schedd, through the bindings in this process (the pool's own view)."""
     htcondor2 = pytest.importorskip("htcondor2")
+    before = os.environ.get("CONDOR_CONFIG")
     os.environ["CONDOR_CONFIG"] = str(condor_config["condor_config"])
     htcondor2.reload_config()
-    return htcondor2.Schedd()
+    yield htcondor2.Schedd()
+    if before is None:
+        os.environ.pop("CONDOR_CONFIG", None)
+    else:
+        os.environ["CONDOR_CONFIG"] = before
+    htcondor2.reload_config()
 
 
 def pool_ad(schedd: Any, jid: str, *attrs: str) -> dict[str, Any]:
