@@ -77,6 +77,8 @@ def test_count_is_one_cluster_named_by_its_id_with_the_condor_options(make_clien
     assert f"CREATE_NOTIFY 1 S {cluster}".encode() in notes, notes
     assert all(r["condor_ad"].get("NgTestTag") == "4242" for r in records), records[0]
     assert all(r["condor_ad"].get("RequestMemory") == "64" for r in records), records[0]
+    # the job's environment is its own: not the server's (Ninf-G's Condor server)
+    assert not any("NG_DIR" in r["env"] for r in records), records[0]["env"]
     server_gone(result)
     nothing_left(client)
 
