@@ -10,8 +10,8 @@ drives them (banner, ASYNC_MODE_ON, request ids, RESULTS, at most 50 requests in
    each when reachable), each blahpd submits N jobs held at submission (a
    ``<lrms>_local_submit_attributes.sh`` site hook, the same file for both, prints the batch
    system's hold directive; for HTCondor the submit command ``hold = true``), pipelined:
-   the SUBMIT BURST's wall time; then one round of N BLAH_JOB_STATUS (the note says how
-   many were answered HELD):
+   the SUBMIT BURST's wall time; then one round of N BLAH_JOB_STATUS (the note counts the
+   JobStatus values answered, 5 = HELD):
    wall time, batch-system commands run (shims in the ``*_binpath``/``bin_dir`` count calls;
    our condor driver runs none: it asks the schedd through HTCondor's Python bindings)
    and, for Slurm, controller RPCs (``sdiag`` difference; other users of the controller add
@@ -338,8 +338,8 @@ def status_side(system: str, env: dict[str, str], side: Side, calls: Path, n: in
         row.commands.subtract(before)
         row.commands = +row.commands
         row.answered = sum(1 for r in statuses if r and r[0] == "0")
-        held = sum(1 for r in statuses if r and r[0] == "0" and len(r) > 2 and r[2] == "5")
-        row.note += f" {held} held"
+        states = collections.Counter(r[2] for r in statuses if r and r[0] == "0" and len(r) > 2)
+        row.note += " JobStatus " + " ".join(f"{k}:{v}" for k, v in sorted(states.items()))
         with contextlib.suppress(Exception):
             c.quit(timeout=10)
     except Died as e:
