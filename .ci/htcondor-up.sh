@@ -95,6 +95,14 @@ fi
 
 if answers && [ -f "$DIR/env" ]; then
     log "HTCondor $VERSION already answers"
+    # a pool brought up since (.ci/htcondor-pool-up.sh): blahpds started from now on use it
+    pool_collector="$(sed -n 's/^GAHP_HTCONDOR_POOL_COLLECTOR=//p' \
+        "${GAHP_HTCONDOR_POOL_DIR:-/tmp/gahp-htcondor-pool}/env" 2>/dev/null | tail -n 1)"
+    if [ -n "$pool_collector" ] && [ -f "$DIR/blahpd.toml" ] \
+        && ! grep -q '^\[driver\.condor\]' "$DIR/blahpd.toml"; then
+        log "pointing blahpd's condor driver at the pool ($pool_collector)"
+        printf '\n[driver.condor]\ncollector = "%s"\n' "$pool_collector" >>"$DIR/blahpd.toml"
+    fi
     cat "$DIR/env"
     exit 0
 fi

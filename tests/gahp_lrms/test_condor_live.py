@@ -220,16 +220,19 @@ def test_hold_and_release(condor_driver, condor_job_dir, schedd):
 
 def test_count_is_one_cluster(condor_driver, condor_job_dir, schedd):
     """``count`` N: one cluster of N procs (Ninf-G's Condor invoke server), answered as one
-    job; the worst proc's state and its exit code."""
-    script = 'echo "$1" >"out.$1"; exit $1'
-    spec = JobSpec("/bin/sh", ("-c", script, "sh", "$(Process)"), workdir=str(condor_job_dir))
-    jid = condor_driver.submit(attrs_evolve(spec, count=3))
+    job: its least advanced proc's state, then its first failing proc's exit code."""
+    script = 'p=$(sed -n "s/^ProcId = //p" "$_CONDOR_JOB_AD"); echo "$p" >"out.$p"; exit "$p"'
+    spec = JobSpec("/bin/sh", ("-c", script), workdir=str(condor_job_dir), count=3)
+    jid = condor_driver.submit(spec)
     assert jid.isdigit()
-    assert len(schedd.query(f"ClusterId == {jid}", ["ProcId"])) == 3
+    assert sorted(a["ProcId"] for a in schedd.query(f"ClusterId == {jid}", ["ProcId"])) == [
+        0,
+        1,
+        2,
+    ]
     info = wait_status(condor_driver, jid, *DONE, timeout=60)
-    assert info.status is JobStatus.COMPLETED
-    # arguments are literal: every proc got "$(Process)", exit status 2 from sh ("exit $(...")
-    assert info.exit_code is not None
+    assert (info.status, info.exit_code) == (JobStatus.COMPLETED, 1)
+    assert sorted(p.name for p in condor_job_dir.glob("out.*")) == ["out.0", "out.1", "out.2"]
 
 
 def attrs_evolve(spec: JobSpec, **changes: Any) -> JobSpec:
@@ -323,8 +326,15 @@ def test_remote_pool_by_collector_and_schedd_name(condor_config, htcondor_pool_e
         jid = driver.submit(JobSpec("/bin/true", start_held=True, workdir="/tmp"))
         assert driver.status(jid).status is JobStatus.HELD
         driver.cancel(jid)
-        bad = get_driver("condor", {**config, "schedd_name": "nosuch"}, tmp_path / "bad")
-        with pytest.raises(DriverError, match="HTCondor"):
+        # a name the collector does not list is an error, even where a local schedd would
+        # answer (the bindings fall back to it): here the pool's own configuration
+        bad_config = {
+            **config,
+            "schedd_name": "nosuch",
+            "condor_config": condor_config["condor_config"],
+        }
+        bad = get_driver("condor", bad_config, tmp_path / "bad")
+        with pytest.raises(DriverError, match="no schedd nosuch"):
             bad.ping()
         bad.close()  # type: ignore[attr-defined]
     finally:
