@@ -273,3 +273,20 @@ def test_submit_many_default_is_all_or_none(tmp_path):
     with pytest.raises(DriverError, match="no more"):
         flaky.submit_many([spec] * 3)
     assert flaky.cancelled == ["1", "2"]
+
+
+# ---------------------------------------------------------------------- the command
+def test_condor_main_names_the_schedd_from_the_environment(monkeypatch):
+    from gahp_ninfg import cli
+
+    seen: list[list[str]] = []
+    monkeypatch.setattr(cli, "main_for_backend", lambda _b, inner, **_k: seen.append(inner))
+    monkeypatch.setenv("NG_INVOKE_CONDOR_SCHEDD", "schedd@example.org")
+    monkeypatch.setenv("NG_INVOKE_CONDOR_COLLECTOR", "cm.example.org:9618")
+    monkeypatch.setenv("NG_INVOKE_BIN_DIR", "/opt/pbs/bin")  # another system's: not condor's
+    cli.condor_main(["-l", "/tmp/is.log"])
+    (inner,) = seen
+    assert inner[:2] == ["--driver", "condor"]
+    assert "schedd_name=schedd@example.org" in inner
+    assert "collector=cm.example.org:9618" in inner
+    assert not any(a.startswith("bin_dir=") for a in inner)
