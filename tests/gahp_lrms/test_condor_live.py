@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import socket
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -358,12 +359,24 @@ def test_a_silent_pool_is_an_error_within_the_timeout(silent_collector, tmp_path
     own (20 s and more, during which they hold Python's interpreter lock)."""
     config = {"collector": silent_collector, "schedd_timeout": 2}
     driver = get_driver("condor", config, tmp_path / "state")
+    ticks, stop = [0], threading.Event()
+
+    def tick() -> None:  # another thread of the server, e.g. its event loop
+        while not stop.wait(0.01):
+            ticks[0] += 1
+
+    other = threading.Thread(target=tick)
+    other.start()
     try:
         t0 = time.monotonic()
         with pytest.raises(DriverError, match="did not answer within 2 s"):
             driver.ping()
         assert time.monotonic() - t0 < 10
+        # the bindings in this process would hold the interpreter lock all along (1-2 ticks)
+        assert ticks[0] > 20, ticks
     finally:
+        stop.set()
+        other.join()
         driver.close()  # type: ignore[attr-defined]
 
 
