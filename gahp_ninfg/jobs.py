@@ -59,6 +59,7 @@ class NinfgJob:
     natives: list[str] = attrs.field(factory=list)
     destroy: asyncio.Event = attrs.field(factory=asyncio.Event)
     announced: bool = False  # CREATE_NOTIFY S sent
+    unit: bool = False  # ``id`` is the driver's id of all of ``natives`` (one cancel)
 
 
 class JobManager:
@@ -76,8 +77,9 @@ class JobManager:
         spec_extras: Callable[[JobRequest], Mapping[str, Any]] | None = None,
     ) -> None:
         """``unit_id``: the job id the client is given, from the native ids of its
-        processes (e.g. their HTCondor cluster id); None, or a None answer (or an id
-        already in use): this server's own ``<driver>.<pid>.<serial>``.
+        processes (e.g. their HTCondor cluster id), which the driver also cancels as one
+        (``Driver.cancel(unit id)`` removes every process); None, or a None answer (or an
+        id already in use): this server's own ``<driver>.<pid>.<serial>``.
         ``spec_extras``: further :class:`~gahp_lrms.JobSpec` fields for a request's
         processes (e.g. its ``condor_option`` lines); it raises :class:`AttributeProblem`
         to refuse the request. Without it, ``condor_option`` lines are ignored (logged)."""
@@ -181,6 +183,7 @@ class JobManager:
         del self.jobs[job.id]
         log.debug("job %s is %s", job.id, new)
         job.id = new
+        job.unit = True
         self.jobs[new] = job
 
     def _prepare(self, job: NinfgJob) -> list[JobSpec]:
@@ -313,7 +316,7 @@ class JobManager:
             except DriverError as exc:
                 log.warning("job %s: cancelling %s failed: %s", job.id, native, exc)
 
-        await asyncio.gather(*(cancel(n) for n in job.natives))
+        await asyncio.gather(*(cancel(n) for n in ([job.id] if job.unit else job.natives)))
 
     def _cleanup(self, job: NinfgJob) -> None:
         shutil.rmtree(job.scratch, ignore_errors=True)

@@ -9,11 +9,16 @@ The pool runs every job as its owner, so (run as root) the client runs as that u
 
 from __future__ import annotations
 
+import os
+import signal
+
 import pytest
 import scenarios
 from conftest import Backend, backend_for
 from ngkit import attributes
 from scenarios import clean_run, nothing_left, server_gone
+
+from gahp_core.testing import wait_for
 
 
 @pytest.fixture
@@ -94,4 +99,23 @@ def test_a_malformed_condor_option_is_refused_with_its_reason(make_client, backe
     assert b"set by the invoke server" in notes[0], notes
     assert not result.records()
     server_gone(result)
+    nothing_left(client)
+
+
+def test_client_killed_during_an_array_call_removes_the_cluster(make_client, backend):
+    """The client dies (SIGKILL) while an array handle's procs compute: the server sees its
+    input close, removes the cluster and exits; no proc is left in the pool."""
+    client = make_client(backend)
+    client.invoke_lines.append("status_polling 1")
+    n = min(backend.handles, 3)
+    client.start("array", n, scenarios.LONG_CALL)
+    records = client.rundir / "rec"
+    wait_for(lambda: len(list(records.glob("*.json"))) == n, 60, f"the {n} procs start")
+    assert client.proc is not None
+    os.kill(client.proc.pid, signal.SIGKILL)
+    client.proc.wait(10)
+    result = client.result(-9)
+    assert len({r["condor_id"].split(".")[0] for r in result.records()}) == 1
+    server_gone(result)
+    scenarios.jobs_gone(backend, result)
     nothing_left(client)
