@@ -634,8 +634,15 @@ class CondorDriver(RegistryHolder, Driver):
         history (a cluster with no unfinished proc left in the queue)."""
         found: dict[str, JobInfo] = {}
         gone: list[str] = []
+        by_cluster: dict[int, dict[int, Mapping[str, Any]]] = {}
+        for (c, p), ad in jobs.items():
+            by_cluster.setdefault(c, {})[p] = ad
         for native_id, (cluster, proc) in parsed.items():
-            ads = [ad for (c, p), ad in sorted(jobs.items()) if c == cluster and proc in (None, p)]
+            procs = by_cluster.get(cluster, {})
+            if proc is None:
+                ads = [procs[p] for p in sorted(procs)]
+            else:
+                ads = [procs[proc]] if proc in procs else []
             try:
                 infos = [job_info_from_ad(ad) for ad in ads]
             except DriverError as exc:

@@ -24,6 +24,8 @@ from lrms_helpers import ECHO_PROGRAM, TRICKY_ARGS, TRICKY_ENV, wait_status
 from gahp_lrms import Driver, DriverError, JobSpec, JobStatus, get_driver
 
 DONE = (JobStatus.COMPLETED, JobStatus.REMOVED)
+POOL_WAIT = 180
+"""Seconds a job may wait for the pool's 4 CPUs (shared with the other tests of the pool)."""
 # TRICKY_ARGS but its line break (HTCondor's submit language cannot carry one: refused,
 # see test_condor_submit.py), plus strings HTCondor's own languages would read
 CONDOR_ARGS = (
@@ -115,7 +117,7 @@ def test_tricky_job_runs_with_everything_intact(condor_driver, program, condor_j
         "ProjectName": "gahp.test",
         "JobBatchName": "tricky_name____x_",
     }
-    info = wait_status(condor_driver, jid, *DONE, timeout=60)
+    info = wait_status(condor_driver, jid, *DONE, timeout=POOL_WAIT)
     assert info.status is JobStatus.COMPLETED
     assert (info.exit_code, info.exit_signal) == (3, None)
     assert info.worker_node
@@ -132,11 +134,11 @@ def test_idle_running_completed_and_restart(condor_driver, condor_job_dir):
     spec = JobSpec("/bin/sh", ("-c", "sleep 3; exit 0"), workdir=str(condor_job_dir))
     jid = condor_driver.submit(spec)
     assert condor_driver.status(jid).status in (JobStatus.IDLE, JobStatus.RUNNING)
-    info = wait_status(condor_driver, jid, JobStatus.RUNNING, timeout=60)
+    info = wait_status(condor_driver, jid, JobStatus.RUNNING, timeout=POOL_WAIT)
     assert info.worker_node
     # A new driver object (a restarted server) still answers, from the history at the end.
     again = get_driver("condor", dict(condor_driver.config), condor_driver.state_dir)
-    info = wait_status(again, jid, *DONE, timeout=60)
+    info = wait_status(again, jid, *DONE, timeout=POOL_WAIT)
     assert (info.status, info.exit_code) == (JobStatus.COMPLETED, 0)
     assert info.wallclock_s is not None and info.wallclock_s >= 2
     again.close()
@@ -144,7 +146,7 @@ def test_idle_running_completed_and_restart(condor_driver, condor_job_dir):
 
 def test_killed_by_signal(condor_driver, condor_job_dir):
     spec = JobSpec("/bin/sh", ("-c", "kill -KILL $$"), workdir=str(condor_job_dir))
-    info = wait_status(condor_driver, condor_driver.submit(spec), *DONE, timeout=60)
+    info = wait_status(condor_driver, condor_driver.submit(spec), *DONE, timeout=POOL_WAIT)
     assert info.status is JobStatus.COMPLETED
     assert (info.exit_code, info.exit_signal) == (None, 9)
 
@@ -154,7 +156,7 @@ def _started(driver: Driver, job_dir: Path, seconds: int = 60) -> tuple[str, Pat
     marker = job_dir / f"pid-{time.monotonic_ns()}"
     script = f"echo $$ >'{marker}.tmp'; mv '{marker}.tmp' '{marker}'; exec sleep {seconds}"
     jid = driver.submit(JobSpec("/bin/sh", ("-c", script), workdir=str(job_dir)))
-    wait_status(driver, jid, JobStatus.RUNNING, timeout=60)
+    wait_status(driver, jid, JobStatus.RUNNING, timeout=POOL_WAIT)
     deadline = time.monotonic() + 30
     while not marker.exists():
         assert time.monotonic() < deadline, "job reported RUNNING but never started"
@@ -191,7 +193,7 @@ def test_hold_and_release(condor_driver, condor_job_dir, schedd):
     assert info.status is JobStatus.HELD and info.hold_reason
     condor_driver.hold(jid)  # already held: fine
     condor_driver.resume(jid)
-    info = wait_status(condor_driver, jid, *DONE, timeout=60)
+    info = wait_status(condor_driver, jid, *DONE, timeout=POOL_WAIT)
     assert (info.status, info.exit_code) == (JobStatus.COMPLETED, 0)
     assert marker.exists()
     with pytest.raises(DriverError, match="not held"):
@@ -212,7 +214,7 @@ def test_hold_and_release(condor_driver, condor_job_dir, schedd):
     pid_file.unlink()
     condor_driver.resume(running)
     wait_status(condor_driver, running, JobStatus.IDLE, JobStatus.RUNNING)
-    deadline = time.monotonic() + 60
+    deadline = time.monotonic() + POOL_WAIT
     while not pid_file.exists():  # started again
         assert time.monotonic() < deadline, "the released job did not run again"
         time.sleep(0.1)
@@ -231,7 +233,7 @@ def test_count_is_one_cluster(condor_driver, condor_job_dir, schedd):
         1,
         2,
     ]
-    info = wait_status(condor_driver, jid, *DONE, timeout=60)
+    info = wait_status(condor_driver, jid, *DONE, timeout=POOL_WAIT)
     assert (info.status, info.exit_code) == (JobStatus.COMPLETED, 1)
     assert sorted(p.name for p in condor_job_dir.glob("out.*")) == ["out.0", "out.1", "out.2"]
 
@@ -245,7 +247,7 @@ def attrs_evolve(spec: JobSpec, **changes: Any) -> JobSpec:
 def test_runtime_limit_ends_the_job(condor_driver, condor_job_dir):
     spec = JobSpec("/bin/sleep", ("120",), runtime_s=2, workdir=str(condor_job_dir))
     jid = condor_driver.submit(spec)
-    info = wait_status(condor_driver, jid, *DONE, timeout=60)
+    info = wait_status(condor_driver, jid, *DONE, timeout=POOL_WAIT)
     assert info.status is JobStatus.COMPLETED and info.exit_code is None
     assert "time limit" in (info.exit_reason or "")
 
@@ -261,7 +263,7 @@ def test_two_gpus_of_the_pool(condor_driver, condor_job_dir, schedd):
     )
     jid = condor_driver.submit(spec)
     assert pool_ad(schedd, jid, "RequestGPUs")["RequestGPUs"] == 2
-    info = wait_status(condor_driver, jid, *DONE, timeout=60)
+    info = wait_status(condor_driver, jid, *DONE, timeout=POOL_WAIT)
     assert (info.status, info.exit_code) == (JobStatus.COMPLETED, 0)
     # the pool's two GPUs are a plain count (MACHINE_RESOURCE_GPUs = 2): HTCondor names them
     # with its own placeholder id, but the job is told it has GPUs
@@ -399,17 +401,22 @@ def test_status_round_over_300_jobs_is_one_schedd_query(
         ]
         print(f"{N_ROUND} submits in {time.monotonic() - t0:.1f} s")
         clusters = ",".join(j.partition(".")[0] for j in quick)
-        deadline = time.monotonic() + 60
+        deadline = time.monotonic() + POOL_WAIT
         while schedd.query(f"member(ClusterId, {{{clusters}}})", ["ClusterId"]):
             assert time.monotonic() < deadline, "the quick jobs did not finish"
             time.sleep(0.5)
         registry = driver.registry  # type: ignore[attr-defined]
         before = driver.schedd_calls  # type: ignore[attr-defined]
+        counted = _schedd_commands(condor_config)
         t0 = time.monotonic()
         registry.refresh()
         first = time.monotonic() - t0
+        at_schedd = _delta(_schedd_commands(condor_config), counted)
         calls = _delta(driver.schedd_calls, before)  # type: ignore[attr-defined]
         assert calls == {"query": 1, "history": 1}, calls
+        # the schedd's own counters (which other users of the pool add to): it got them
+        assert at_schedd.get("QUERY_JOB_ADS", 0) >= 1, at_schedd
+        assert at_schedd.get("QUERY_SCHEDD_HISTORY", 0) >= 1, at_schedd
         states = [driver.status(i) for i in quick + held]
         assert _delta(driver.schedd_calls, before) == calls  # type: ignore[attr-defined]
         assert [s.status for s in states] == [JobStatus.COMPLETED] * 5 + [JobStatus.HELD] * (
@@ -419,7 +426,10 @@ def test_status_round_over_300_jobs_is_one_schedd_query(
         before = driver.schedd_calls  # type: ignore[attr-defined]
         registry.refresh()  # final states are not asked again
         assert _delta(driver.schedd_calls, before) == {"query": 1}  # type: ignore[attr-defined]
-        print(f"status round over {N_ROUND} jobs: {first:.3f} s, schedd calls {calls}")
+        print(
+            f"status round over {N_ROUND} jobs: {first:.3f} s, schedd calls {calls}, "
+            f"the schedd counted {at_schedd}"
+        )
     finally:
         if held:
             clusters = ",".join(j.partition(".")[0] for j in held)
@@ -427,6 +437,18 @@ def test_status_round_over_300_jobs_is_one_schedd_query(
 
             schedd.act(htcondor2.JobAction.Remove, f"member(ClusterId, {{{clusters}}})")
         driver.close()  # type: ignore[attr-defined]
+
+
+def _schedd_commands(condor_config: dict[str, Any]) -> dict[str, int]:
+    """The schedd's own counts of the job and history queries it answered (its
+    ``DCCommand_*`` statistics, asked of the schedd directly)."""
+    import htcondor2
+
+    coll = htcondor2.Collector()
+    name = coll.locate(htcondor2.DaemonType.Schedd)["Name"]
+    ad = coll.directQuery(htcondor2.DaemonType.Schedd, name, statistics="All:2")
+    keys = ("QUERY_JOB_ADS", "QUERY_SCHEDD_HISTORY")
+    return {k: int(ad.get(f"DCCommand_{k}", 0)) for k in keys}
 
 
 def _delta(now: dict[str, int], before: dict[str, int]) -> dict[str, int]:

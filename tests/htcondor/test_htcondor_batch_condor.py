@@ -22,7 +22,7 @@ from live_services import unavailable
 from test_htcondor_batch import ARGS, ENV, EXPECTED_OUT, STDIN, condor_args, condor_env
 
 VERSION = "25.0.13"
-DEADLINE_S = 120.0
+DEADLINE_S = 300.0
 
 
 @dataclass
