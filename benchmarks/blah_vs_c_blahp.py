@@ -15,9 +15,11 @@ drives them (banner, ASYNC_MODE_ON, request ids, RESULTS, at most 50 requests in
    wall time, batch-system commands run (shims in the ``*_binpath``/``bin_dir`` count calls;
    our condor driver runs none: it asks the schedd through HTCondor's Python bindings)
    and, for Slurm, controller RPCs (``sdiag`` difference; other users of the controller add
-   noise).  The C side's status caches (``/var/tmp/<x>_cache_<user>``, for condor
-   ``$GAHP_TEMP/cache.*``) are emptied before its round, so its round refreshes them once
-   (its cheapest cold case).  All jobs are cancelled.
+   noise), for HTCondor the job and history queries the schedd answered (its own
+   ``DCCommand_*`` statistics; other users of the pool add noise).  The C side's status
+   caches (``/var/tmp/<x>_cache_<user>``, for condor ``$GAHP_TEMP/cache.*``) are emptied
+   before its round, so its round refreshes them once (its cheapest cold case).  All jobs
+   are cancelled.
 2. FUZZ: the same seeded stream of malformed and edge request lines (the generator of
    ``tests/reliability/fuzzkit.py``, which ``benchmarks/gahp_fuzz.py`` uses) to each, one
    line at a time: deaths (exit or signal; restarted, the stream goes on), hangs (no return
@@ -56,6 +58,7 @@ from __future__ import annotations
 import argparse
 import collections
 import contextlib
+import json
 import os
 import pwd
 import random
@@ -329,11 +332,14 @@ def status_side(system: str, env: dict[str, str], side: Side, calls: Path, n: in
             row.note += C_NOTES.get(system, "")
         before = scale.read_calls(calls)
         rpcs_before = scale.sdiag_counts(env) if system == "slurm" else None
+        queries_before = schedd_queries(env) if system == "condor" else None
         row.wall, statuses, _ = pipelined(c, "BLAH_JOB_STATUS", jobids, inflight)
         if rpcs_before is not None:
             after = scale.sdiag_counts(env)
             after.subtract(rpcs_before)
             row.rpcs = sum(after.values())
+        if queries_before is not None and (queries_after := schedd_queries(env)) is not None:
+            row.rpcs = queries_after - queries_before
         row.commands = scale.read_calls(calls)
         row.commands.subtract(before)
         row.commands = +row.commands
@@ -392,6 +398,26 @@ def condor_env(work: Path) -> dict[str, str] | None:
     temp.mkdir(exist_ok=True)
     env["GAHP_TEMP"] = str(temp)
     return env
+
+
+SCHEDD_COUNTS = """
+import json, htcondor2
+coll = htcondor2.Collector()
+name = coll.locate(htcondor2.DaemonType.Schedd)["Name"]
+ad = coll.directQuery(htcondor2.DaemonType.Schedd, name, statistics="All:2")
+print(json.dumps({k: int(ad.get("DCCommand_" + k, 0))
+                  for k in ("QUERY_JOB_ADS", "QUERY_JOB_ADS_WITH_AUTH", "QUERY_SCHEDD_HISTORY")}))
+"""
+
+
+def schedd_queries(env: dict[str, str]) -> int | None:
+    """The job and history queries the pool's schedd has answered (its own DCCommand_*
+    statistics, asked of it directly; None without the bindings here)."""
+    proc = subprocess.run([sys.executable, "-c", SCHEDD_COUNTS], env=env, capture_output=True,
+                          text=True, timeout=60)
+    if proc.returncode != 0:
+        return None
+    return sum(json.loads(proc.stdout).values())
 
 
 def condor_bin(env: dict[str, str]) -> Path:
@@ -505,8 +531,8 @@ def status_table(rows: list[StatusRow]) -> None:
             out.append([system, "C / ours", "", ratio(c.submit_s, o.submit_s),
                         ratio(c.wall, o.wall), "",
                         ratio(cc, oc) if system != "sge" else "-", rpcs, ""])
-    table("SUBMIT BURST and STATUS ROUND of N held jobs (wall times, batch commands,"
-          " slurmctld RPCs)",
+    table("SUBMIT BURST and STATUS ROUND of N held jobs (wall times, batch commands; RPCs:"
+          " slurmctld's, for condor the schedd's job and history queries)",
           ["system", "blahpd", "N", "submit s", "round s", "answered", "batch commands", "RPCs",
            "note"],
           out)
