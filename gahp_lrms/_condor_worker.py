@@ -8,7 +8,8 @@ here, in a process of their own that the driver can time out and kill, with the
 configuration the driver gives it in its environment (``CONDOR_CONFIG``).
 
 One request per line on stdin, one answer per line on stdout: ``{"ok": ...}`` or
-``{"error": "..."}``.  Requests (``op``): ``ping``, ``submit`` (``description``, ``count``),
+``{"error": "..."}``.  Requests (``op``): ``ping``, ``submit`` (``description``, ``count``;
+or ``itemdata``: one proc per item, its values for the description's ``$(name)`` macros),
 ``query`` and ``history`` (``constraint``, ``projection``, ``match``), ``act`` (``action``,
 ``constraint``, ``reason``).  ``collector`` and ``schedd_name`` (argv 1 and 2, ``-`` for none)
 say which schedd.  Runs without gahp installed: standard library and htcondor2 only.
@@ -72,7 +73,11 @@ def _handle(request: dict[str, Any], collector: str | None, name: str | None) ->
         schedd.query(constraint="false", projection=["ClusterId"], limit=1)
         return {"version": htcondor2.version()}
     if op == "submit":
-        result = schedd.submit(htcondor2.Submit(request["description"]), count=request["count"])
+        submit = htcondor2.Submit(request["description"])
+        if request.get("itemdata"):
+            result = schedd.submit(submit, itemdata=iter(request["itemdata"]))
+        else:
+            result = schedd.submit(submit, count=request["count"])
         return {
             "cluster": result.cluster(),
             "first_proc": result.first_proc(),

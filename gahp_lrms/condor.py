@@ -16,7 +16,11 @@ Python bindings (``htcondor2``), never through the output of ``condor_q``.
   submit language expands nothing.  What it cannot carry is refused with the reason: a line
   break, ``$$(`` (HTCondor substitutes it from the machine's ad when the job starts, with no
   escape), ``$(DOLLAR)`` itself, a path ending in a backslash.  ``count`` N is one cluster
-  of N procs (id ``CLUSTER``); one job is ``CLUSTER.PROC``.
+  of N procs (id ``CLUSTER``); one job is ``CLUSTER.PROC``.  ``submit_many`` makes one
+  cluster of jobs whose descriptions differ (a Ninf-G job's processes: their own output
+  files), one proc each (ids ``CLUSTER.PROC``).  ``options`` keys ``submit:<name>`` are
+  further submit commands (``gahp_ninfg``'s ``condor_option`` lines, checked there and
+  again here).
 * Status: from the status registry (see :mod:`gahp_lrms.registry`): one schedd query for
   all tracked jobs per ``status_interval`` (``member(ClusterId, {...})``), plus one history
   query for those that left the queue.  Exit codes and signals from ``ExitCode`` /
@@ -53,6 +57,7 @@ from gahp_lrms.registry import RegistryHolder
 from gahp_lrms.script import safe_job_name
 
 __all__ = [
+    "OWN_COMMANDS",
     "CondorDriver",
     "STATUS_ATTRIBUTES",
     "classad_string",
@@ -254,7 +259,63 @@ def submit_description(
         found = _directive(line)
         if found is not None:
             desc[found[0]] = found[1]
+    for key, value in spec.options.items():  # the job's own (a Ninf-G condor_option)
+        if key.startswith(SUBMIT_OPTION):
+            name, value = _user_command(key.removeprefix(SUBMIT_OPTION), value)
+            desc[name] = value
     return desc
+
+
+SUBMIT_OPTION = "submit:"
+"""The prefix of the ``JobSpec.options`` keys that are submit commands."""
+OWN_COMMANDS = frozenset(
+    [
+        "universe",
+        "executable",
+        "arguments",
+        "args",
+        "environment",
+        "env",
+        "getenv",
+        "input",
+        "output",
+        "error",
+        "initialdir",
+        "initial_dir",
+        "iwd",
+        "log",
+        "queue",
+        "hold",
+        "leave_in_queue",
+        "on_exit_remove",
+        "transfer_executable",
+        "should_transfer_files",
+        "my.iwd",
+        "my.in",
+        "my.out",
+        "my.err",
+        "my.arguments",
+        "my.environment",
+        "+iwd",
+        "+in",
+        "+out",
+        "+err",
+        "+arguments",
+        "+environment",
+    ]
+)
+"""Submit commands a job's own options may not set: the driver writes them."""
+
+
+def _user_command(name: str, value: str) -> tuple[str, str]:
+    """A job's own submit command, checked: a command name, a value of one line."""
+    if not re.fullmatch(r"\+?[A-Za-z_][A-Za-z0-9_.]{0,63}", name):
+        raise DriverError(f"submit command {name!r} is not a submit command name")
+    if name.lower() in OWN_COMMANDS:
+        raise DriverError(f"submit command {name} is the driver's own")
+    if any(c in value for c in "\r\n\0") or len(value) > 4096:
+        raise DriverError(f"submit command {name}: the value is not one line of at most 4096")
+    return name, value
 
 
 # ---------------------------------------------------------------------- status
@@ -502,6 +563,40 @@ class CondorDriver(RegistryHolder, Driver):
         native_id = str(cluster) if count > 1 else f"{cluster}.{int(result['first_proc'])}"
         self.statuses.track(native_id)
         return native_id
+
+    def submit_many(self, specs: Sequence[JobSpec]) -> list[str]:
+        """One cluster with a proc per spec (ids ``CLUSTER.PROC``): the submit commands
+        that differ between them are given per proc (itemdata)."""
+        if len(specs) <= 1 or any(int(s.count) > 1 for s in specs):
+            return super().submit_many(specs)
+        cwd = os.getcwd()
+        descs = [submit_description(s, self.settings, cwd=cwd) for s in specs]
+        keys = list(dict.fromkeys(k for d in descs for k in d))
+        varying = [k for k in keys if len({d.get(k) for d in descs}) > 1]
+        if any(k not in d for k in varying for d in descs):
+            return super().submit_many(specs)  # not one shape: one submission each
+        desc = dict(descs[0])
+        items: list[dict[str, str]] = [{} for _ in descs]
+        for n, key in enumerate(varying):
+            macro = f"GahpItem{n}"
+            desc[key] = f"$({macro})"
+            for item, d in zip(items, descs, strict=True):
+                item[macro] = d[key]
+        request: dict[str, Any] = {"description": desc, "count": len(specs)}
+        if varying:
+            request["itemdata"] = items
+        result = self._call("submit", self.settings.submit_timeout, **request)
+        cluster, first = int(result["cluster"]), int(result["first_proc"])
+        if int(result["count"]) != len(specs):
+            with contextlib.suppress(DriverError):
+                self._call("act", action="Remove", constraint=f"ClusterId == {cluster}")
+            raise DriverError(
+                f"HTCondor made {result['count']} procs of cluster {cluster}, not {len(specs)}"
+            )
+        natives = [f"{cluster}.{first + i}" for i in range(len(specs))]
+        for native_id in natives:
+            self.statuses.track(native_id)
+        return natives
 
     # ------------------------------------------------------------------ status
     def bulk_status(self, native_ids: Sequence[str]) -> dict[str, JobInfo]:
