@@ -14,7 +14,7 @@ import signal
 
 import pytest
 import scenarios
-from conftest import Backend, backend_for
+from ng_backends import Backend, backend_for
 from ngkit import attributes
 from scenarios import clean_run, nothing_left, server_gone
 
