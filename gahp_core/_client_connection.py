@@ -1,0 +1,141 @@
+"""The client's side of a GAHP conversation, without I/O (sans-IO).
+
+:class:`ClientConnection` is the mirror of :class:`~gahp_core.GahpConnection`: requests go
+in and the bytes to write come out; the bytes the server wrote go in and its lines come
+out, framed by the server's own :class:`~gahp_core.LineSplitter` (an escaped LF does not
+end a line), with the response prefix removed and ``R`` notifications counted. Every line
+is bounded (``max_line``); :func:`parse_results_head` bounds the count a ``RESULTS``
+reply announces. It does no I/O and reads no clock: a client feeds it whatever it read.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Iterable
+
+from gahp_core._connection import ENCODING, ERRORS
+from gahp_core._errors import GahpError
+from gahp_core._escaping import LineSplitter, join, split
+from gahp_core._protocol import SUCCESS
+
+CLIENT_MAX_LINE = 16 * 1024 * 1024
+"""The longest line a client takes from a server by default (bytes, terminator excluded)."""
+MAX_RESULTS = 10_000_000
+"""The most result lines one ``RESULTS`` reply may announce."""
+
+
+class BadServerLine(GahpError, ValueError):
+    """The server wrote a line no GAHP server may write (too long, or without the prefix)."""
+
+
+def parse_results_head(fields: list[str], limit: int = MAX_RESULTS) -> int:
+    """The count a ``RESULTS`` reply announces (``["S", "<n>"]``); :class:`BadServerLine` if bad."""
+    if len(fields) != 2 or fields[0] != SUCCESS:
+        raise BadServerLine(f"bad RESULTS reply {fields!r}")
+    text = fields[1]
+    if not (text.isascii() and text.isdigit()) or len(text) > len(str(limit)):
+        raise BadServerLine(f"bad RESULTS count {text!r}")
+    count = int(text)
+    if count > limit:
+        raise BadServerLine(f"RESULTS announces {count} lines (more than {limit})")
+    return count
+
+
+class ClientConnection:
+    """GAHP client protocol state: requests in, bytes out; server bytes in, lines out.
+
+    Give :meth:`receive_data` every chunk read from the server (``b""`` at the end of its
+    output), then take lines with :meth:`next_line` (or :meth:`next_raw`) until it returns
+    ``None``; :attr:`ended` then tells whether more can come. :meth:`request` gives the
+    bytes of one request line.
+    """
+
+    def __init__(
+        self, *, keep_r: bool = False, crlf: bool = True, max_line: int = CLIENT_MAX_LINE
+    ) -> None:
+        self.prefix = ""
+        """The response prefix every line carries (set once RESPONSE_PREFIX is answered)."""
+        self.keep_r = keep_r
+        """Whether :meth:`next_line` returns ``R`` lines (else it counts and skips them)."""
+        self.notifications = 0
+        """``R`` lines skipped so far (counted as lines are taken, not as they arrive)."""
+        self.eol = b"\r\n" if crlf else b"\n"
+        """The terminator of request lines."""
+        self.max_line = max_line
+        self._splitter = LineSplitter(max_line)
+        self._lines: deque[bytes | None] = deque()
+        self._size = 0
+        self._eof = False
+
+    # ---- requests -------------------------------------------------------------------------
+
+    def request(self, args: Iterable[str]) -> bytes:
+        """One request line: the arguments escaped and joined, with the terminator."""
+        return join(args).encode(ENCODING, ERRORS) + self.eol
+
+    # ---- input ----------------------------------------------------------------------------
+
+    def receive_data(self, data: bytes) -> None:
+        """Add bytes the server wrote; ``b""`` means its output ended."""
+        if self._eof:
+            return
+        if not data:
+            self._eof = True
+            tail = self._splitter.pending()
+            if tail:
+                self._lines.append(tail)
+                self._size += len(tail)
+            return
+        lines = self._splitter.feed(data)
+        self._lines.extend(lines)
+        self._size += sum(len(line) for line in lines if line is not None)
+
+    @property
+    def buffered(self) -> int:
+        """Bytes of complete lines received and not yet taken."""
+        return self._size
+
+    @property
+    def waiting(self) -> bool:
+        """Whether a complete line is ready to be taken."""
+        return bool(self._lines)
+
+    @property
+    def ended(self) -> bool:
+        """Whether the output has ended and every line of it has been taken."""
+        return self._eof and not self._lines
+
+    def next_raw(self) -> str | None:
+        """The next line as the server wrote it (terminator removed, ``R`` lines included),
+        or ``None`` if no complete line is ready; :class:`BadServerLine` for an over-long one."""
+        if not self._lines:
+            return None
+        raw = self._lines.popleft()
+        if raw is None:
+            raise BadServerLine(f"a line longer than {self.max_line} bytes")
+        self._size -= len(raw)
+        return raw.decode(ENCODING, ERRORS)
+
+    def next_line(self) -> str | None:
+        """The next line with the prefix removed, or ``None`` if none is ready.
+
+        ``R`` lines are counted (:attr:`notifications`) and skipped unless :attr:`keep_r`;
+        a line without the prefix raises :class:`BadServerLine`.
+        """
+        while True:
+            text = self.next_raw()
+            if text is None:
+                return None
+            if self.prefix:
+                if not text.startswith(self.prefix):
+                    raise BadServerLine(f"line without prefix {self.prefix!r}: {text[:200]!r}")
+                text = text[len(self.prefix) :]
+            if not self.keep_r and text.rstrip("\r") == "R":
+                self.notifications += 1
+                continue
+            return text
+
+    def next_fields(self) -> list[str] | None:
+        """The next line (as :meth:`next_line`) split into unescaped fields."""
+        text = self.next_line()
+        return None if text is None else split(text.rstrip("\r"))
