@@ -42,7 +42,7 @@ MAX_BACKLOG = 256 * 1024 * 1024
 """Bytes of unread lines a :class:`GahpClient` holds before it stops reading the server."""
 STDERR_LIMIT = 8 * 1024 * 1024
 """Bytes of the server's stderr a :class:`GahpClient` keeps (the last ones)."""
-_CHUNK = 1 << 20
+_CHUNK = 1 << 16
 
 
 class GahpTimeout(GahpError, TimeoutError):
@@ -112,7 +112,7 @@ class LineClient:
         """Output of the server (``b""``: its end). Over a pipe, waits while too much is unread."""
         with self._cond:
             limit = self._max_backlog
-            if limit is not None:
+            if limit is not None and self.connection.buffered >= limit:
                 self._cond.wait_for(lambda: self._discard or self.connection.buffered < limit)
             if self._discard and data:
                 return
@@ -185,10 +185,10 @@ class LineClient:
         out: list[str] = []
         while len(out) < count:
             out.append(self._take(conn.next_line, max(0.0, deadline - time.monotonic())))
-            with self._cond:
-                while len(out) < count and (line := conn.next_line()) is not None:
-                    out.append(line)
-                self._cond.notify_all()
+            if len(out) < count:
+                with self._cond:
+                    out += conn.next_lines(count - len(out))
+                    self._cond.notify_all()
         return out
 
     def read_fields(self, timeout: float = 10.0) -> list[str]:

@@ -11,7 +11,7 @@ reply announces. It does no I/O and reads no clock: a client feeds it whatever i
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 
 from gahp_core._connection import ENCODING, ERRORS
 from gahp_core._errors import GahpError
@@ -63,6 +63,7 @@ class ClientConnection:
         """The terminator of request lines."""
         self.max_line = max_line
         self._splitter = LineSplitter(max_line)
+        self._chunks: list[bytes] = []
         self._lines: deque[bytes | None] = deque()
         self._size = 0
         self._eof = False
@@ -76,28 +77,57 @@ class ClientConnection:
     # ---- input ----------------------------------------------------------------------------
 
     def receive_data(self, data: bytes) -> None:
-        """Add bytes the server wrote; ``b""`` means its output ended."""
+        """Add bytes the server wrote; ``b""`` means its output ended.
+
+        Cheap (the bytes are framed when lines are taken), so that a reader thread hands
+        them over without holding up the one taking lines."""
         if self._eof:
             return
-        if not data:
-            self._eof = True
-            tail = self._splitter.pending()
-            if tail:
-                self._lines.append(tail)
-                self._size += len(tail)
+        if data:
+            self._chunks.append(data)
+            self._size += len(data)
             return
-        lines = self._splitter.feed(data)
+        self._frame()
+        self._eof = True
+        tail = self._splitter.pending()
+        if tail:
+            self._lines.append(tail)
+            self._size += len(tail)
+
+    def _frame(self) -> None:
+        """Cut the bytes received into lines (the server's framing: an escaped LF does not
+        end a line; a line over ``max_line`` becomes ``None``)."""
+        chunks = self._chunks
+        if not chunks:
+            return
+        data = chunks[0] if len(chunks) == 1 else b"".join(chunks)
+        chunks.clear()
+        self._size -= len(data)
+        splitter = self._splitter
+        lines: Sequence[bytes | None]
+        if b"\\" in data or splitter.holding:
+            lines = splitter.feed(data)
+            self._size += sum(len(line) for line in lines if line is not None)
+        else:  # no escape anywhere: a line ends at each LF (most output, and much faster)
+            *done, tail = data.split(b"\n")
+            self._size += sum(map(len, done))
+            lines = done
+            if done and max(map(len, done)) > self.max_line:
+                lines = [None if len(line) > self.max_line else line for line in done]
+                self._size -= sum(len(line) for line in done if len(line) > self.max_line)
+            if tail:
+                splitter.feed(tail)  # held (or dropped, if over-long) until its end comes
         self._lines.extend(lines)
-        self._size += sum(len(line) for line in lines if line is not None)
 
     @property
     def buffered(self) -> int:
-        """Bytes of complete lines received and not yet taken."""
+        """Bytes received and not yet taken (part of a line still held aside)."""
         return self._size
 
     @property
     def waiting(self) -> bool:
         """Whether a complete line is ready to be taken."""
+        self._frame()
         return bool(self._lines)
 
     @property
@@ -109,12 +139,37 @@ class ClientConnection:
         """The next line as the server wrote it (terminator removed, ``R`` lines included),
         or ``None`` if no complete line is ready; :class:`BadServerLine` for an over-long one."""
         if not self._lines:
-            return None
+            self._frame()
+            if not self._lines:
+                return None
         raw = self._lines.popleft()
         if raw is None:
             raise BadServerLine(f"a line longer than {self.max_line} bytes")
         self._size -= len(raw)
         return raw.decode(ENCODING, ERRORS)
+
+    def next_lines(self, limit: int) -> list[str]:
+        """Up to ``limit`` lines ready now, each as :meth:`next_line` gives it (in bulk)."""
+        self._frame()
+        lines = self._lines
+        out: list[str] = []
+        while len(out) < limit and lines:
+            if self.prefix or None in lines:
+                line = self.next_line()
+                if line is None:
+                    break
+                out.append(line)
+                continue
+            batch = [lines.popleft() for _ in range(min(limit - len(out), len(lines)))]
+            raw = [b for b in batch if b is not None]  # none: checked above
+            self._size -= sum(map(len, raw))
+            texts = [b.decode(ENCODING, ERRORS) for b in raw]
+            if not self.keep_r and ("R" in texts or "R\r" in texts):
+                kept = [t for t in texts if t.rstrip("\r") != "R"]
+                self.notifications += len(texts) - len(kept)
+                texts = kept
+            out += texts
+        return out
 
     def next_line(self) -> str | None:
         """The next line with the prefix removed, or ``None`` if none is ready.
