@@ -6,6 +6,7 @@ from __future__ import annotations
 import random
 import sys
 import threading
+import time
 
 import pytest
 
@@ -179,6 +180,7 @@ def test_the_unread_backlog_is_bounded_and_nothing_is_lost():
     limit = 64 * 1024
     with GahpClient(scripted(body), max_backlog=limit) as c:
         wait_for(lambda: c.connection.buffered >= limit, what="the backlog to fill")
+        time.sleep(0.5)  # time to read on, which a client without a bound would take
         assert c.connection.buffered < limit + 65536  # at most one more read
         assert c.poll() is None  # still writing: its output was not all taken
         lines = c.read_lines(20000, timeout=60)
@@ -270,3 +272,18 @@ def test_the_real_servers_over_pipes(name, tmp_path):
         got = c.results()
         assert [f[0] for f in got] == [ids[0] + "0"] and join(got[0]).count("\\") >= 1
         assert c.quit() == 0
+
+
+def test_gahp_shell_uses_the_client_not_the_test_kit():
+    """The shipped gahp-shell takes the public client as it is: no test kit, no override."""
+    import ast
+    from pathlib import Path
+
+    import gahp_core
+
+    source = Path(gahp_core.__file__).with_name("_shell.py").read_text()
+    tree = ast.parse(source)
+    imported = {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)}
+    assert "gahp_core.testing" not in imported
+    bases = [b for n in ast.walk(tree) if isinstance(n, ast.ClassDef) for b in n.bases]
+    assert not [ast.unparse(b) for b in bases if "Client" in ast.unparse(b)]
