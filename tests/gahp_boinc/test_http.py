@@ -9,7 +9,7 @@ from collections.abc import Awaitable, Callable
 
 import pytest
 
-from gahp_boinc._http import (
+from gahp_boinc._http import (  # private: unit test of the HTTP transport
     ERROR_BODY,
     HttpTimeout,
     HttpTooLarge,
@@ -17,7 +17,7 @@ from gahp_boinc._http import (
     PlainHttp,
     Slots,
 )
-from gahp_boinc._rpc import BoincRpc
+from gahp_boinc._rpc import BoincRpc  # private: unit test of the RPC layer
 
 Handler = Callable[[asyncio.StreamReader, asyncio.StreamWriter], Awaitable[None]]
 

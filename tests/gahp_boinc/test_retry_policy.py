@@ -8,9 +8,12 @@ from pathlib import Path
 
 import pytest
 
-from gahp_boinc._errors import RpcError
-from gahp_boinc._http import HttpTimeout, HttpTransportError
-from gahp_boinc._rpc import BoincRpc, Project
+from gahp_boinc import Project, RpcError
+from gahp_boinc._http import (  # private: unit test of the HTTP transport
+    HttpTimeout,
+    HttpTransportError,
+)
+from gahp_boinc._rpc import BoincRpc  # private: unit test of the RPC layer
 
 PROJECT = Project("http://127.0.0.1:1/p/", "auth")
 

@@ -9,7 +9,7 @@ import contextvars
 
 import pytest
 
-from gahp_core._eager import EagerStarter
+from gahp_core._eager import EagerStarter  # private: white-box test of eager tasks
 
 VAR: contextvars.ContextVar[str] = contextvars.ContextVar("VAR", default="caller")
 
