@@ -64,7 +64,7 @@ async def ceiling_server() -> None:
 def throughput(n: int, command: list[str] = CMD) -> float:
     """The client takes the lines in bulk and only counts them, so that the figure is the
     server's."""
-    with GahpClient(command, env=ENV, stderr=None) as c:
+    with GahpClient(command, env=ENV, stderr=None, reader_thread=False) as c:
         payload = b"".join(b"ECHO %d\r\n" % i for i in range(1, n + 1))
         start = time.perf_counter()
         writer = threading.Thread(target=c.send_raw, args=(payload,))

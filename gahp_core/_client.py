@@ -19,6 +19,7 @@ import asyncio
 import contextlib
 import logging
 import os
+import select
 import subprocess
 import threading
 import time
@@ -149,8 +150,8 @@ class LineClient:
     def _take(self, take: Callable[[], str | None], timeout: float) -> str:
         conn = self.connection
         deadline = time.monotonic() + timeout
-        with self._cond:
-            while True:
+        while True:
+            with self._cond:
                 line = take()
                 if line is not None:
                     self._cond.notify_all()  # room for a reader held back by the backlog
@@ -160,8 +161,19 @@ class LineClient:
                 left = deadline - time.monotonic()
                 if left <= 0:
                     raise GahpTimeout(f"no line from the server within {timeout} s")
-                self._cond.wait(left)
+                if not self._reads_here:
+                    self._cond.wait(left)
+                    continue
+            self._read_here(left)
         raise EOFError(f"the server closed its stdout{self._ended()}")
+
+    _reads_here = False
+    """Whether the thread waiting for a line reads the server's output itself
+    (:meth:`_read_here`) rather than waiting for a reader thread."""
+
+    def _read_here(self, timeout: float) -> None:
+        """Read what the server wrote within ``timeout``, on the calling thread."""
+        raise NotImplementedError
 
     def read_raw(self, timeout: float = 10.0) -> str:
         """The next stdout line as text (terminator removed), ``R`` lines included.
@@ -301,13 +313,17 @@ class _Tail:
 class GahpClient(LineClient):
     """Spawn a GAHP server and talk to it over its stdin/stdout, as HTCondor does.
 
-    A reader thread hands stdout to the protocol so that reads can time out; ``R``
-    notifications are counted apart (``notifications``, as lines are read) unless
-    ``keep_r`` is set. With ``stderr`` a pipe (the default) another thread keeps its last
-    ``stderr_limit`` bytes (:attr:`stderr_text`) and gives each line, as it arrives, to
-    ``on_stderr``. An exception raised in its ``with`` block carries the server's stderr
-    as a note. With ``read_banner=False`` the caller reads the banner (:meth:`read_banner`)
-    and so keeps the client if the server never gives one.
+    A reader thread hands stdout to the protocol, so that the server is never held up by
+    a full pipe; ``R`` notifications are counted apart (``notifications``, as lines are
+    read) unless ``keep_r`` is set. With ``stderr`` a pipe (the default) another thread
+    keeps its last ``stderr_limit`` bytes (:attr:`stderr_text`) and gives each line, as it
+    arrives, to ``on_stderr``. An exception raised in its ``with`` block carries the
+    server's stderr as a note. With ``read_banner=False`` the caller reads the banner
+    (:meth:`read_banner`) and so keeps the client if the server never gives one.
+
+    With ``reader_thread=False`` stdout is read by the thread waiting for a line instead
+    (no hand-over between threads, as a benchmark wants); the caller must then read while
+    the server writes, or a server held up by a full pipe reads no more requests.
     """
 
     def __init__(
@@ -324,6 +340,7 @@ class GahpClient(LineClient):
         max_line: int = CLIENT_MAX_LINE,
         max_backlog: int = MAX_BACKLOG,
         stderr_limit: int = STDERR_LIMIT,
+        reader_thread: bool = True,
     ) -> None:
         super().__init__(keep_r=keep_r, crlf=crlf, max_line=max_line, max_backlog=max_backlog)
         full_env = dict(os.environ)
@@ -341,8 +358,11 @@ class GahpClient(LineClient):
         """The server process."""
         self._stderr = _Tail(stderr_limit)
         self._on_stderr = on_stderr
-        self._reader = threading.Thread(target=self._read_stdout, daemon=True)
-        self._reader.start()
+        self._reads_here = not reader_thread
+        self._reader: threading.Thread | None = None
+        if reader_thread:
+            self._reader = threading.Thread(target=self._read_stdout, daemon=True)
+            self._reader.start()
         self._stderr_reader: threading.Thread | None = None
         if self.proc.stderr is not None:
             self._stderr_reader = threading.Thread(target=self._read_stderr, daemon=True)
@@ -373,6 +393,17 @@ class GahpClient(LineClient):
                 break
             self._received(chunk)
         self._received(b"")
+
+    def _read_here(self, timeout: float) -> None:
+        out = self.proc.stdout
+        assert out is not None
+        try:
+            if not select.select([out], [], [], timeout)[0]:
+                return
+            chunk = out.read(_CHUNK)
+        except (OSError, ValueError):
+            chunk = b""
+        self._received(chunk or b"")
 
     def _read_stderr(self) -> None:
         err = self.proc.stderr
@@ -450,7 +481,8 @@ class GahpClient(LineClient):
         except subprocess.TimeoutExpired:
             self.proc.kill()
             self.proc.wait(5)
-        self._reader.join(2)
+        if self._reader is not None:
+            self._reader.join(2)
         if self._stderr_reader is not None:
             self._stderr_reader.join(2)  # stderr_text is then all the server wrote
 

@@ -188,11 +188,13 @@ def test_the_unread_backlog_is_bounded_and_nothing_is_lost():
         assert c.wait(10) == 0
 
 
-def test_a_silent_server_times_out_and_an_ended_one_says_how():
-    with GahpClient(scripted(BANNER + "time.sleep(30)\n")) as c, pytest.raises(GahpTimeout):
+@pytest.mark.parametrize("thread", [True, False], ids=["reader-thread", "caller-reads"])
+def test_a_silent_server_times_out_and_an_ended_one_says_how(thread):
+    silent = scripted(BANNER + "time.sleep(30)\n")
+    with GahpClient(silent, reader_thread=thread) as c, pytest.raises(GahpTimeout):
         c.read_line(timeout=0.2)
     body = BANNER + "out.write(b'S\\n'); out.flush(); err.write(b'bye\\n'); sys.exit(3)\n"
-    with GahpClient(scripted(body)) as c:
+    with GahpClient(scripted(body), reader_thread=thread) as c:
         assert c.read_line() == "S"
         with pytest.raises(EOFError, match=r"(?s)exit status 3.*bye"):
             c.read_line()
@@ -213,7 +215,8 @@ def test_a_server_lines_long_beyond_the_limit_is_refused():
         assert c.read_line() == "S ok"
 
 
-def test_lines_are_taken_while_another_thread_writes():
+@pytest.mark.parametrize("thread", [True, False], ids=["reader-thread", "caller-reads"])
+def test_lines_are_taken_while_another_thread_writes(thread):
     """Pipelined as the benchmarks do: one thread writes every request, the reader takes
     the return lines in bulk; then RESULTS in pieces."""
     body = BANNER + (
@@ -226,7 +229,7 @@ def test_lines_are_taken_while_another_thread_writes():
         "    else: out.write(b'S\\n')\n"
         "    out.flush()\n"
     )
-    with GahpClient(scripted(body)) as c:
+    with GahpClient(scripted(body), reader_thread=thread) as c:
         requests = [("PING", str(i)) for i in range(1, 3001)]
         writer = threading.Thread(target=c.send_many, args=(requests,))
         writer.start()
