@@ -195,13 +195,23 @@ class LineClient:
         conn = self.connection
         deadline = time.monotonic() + timeout
         out: list[str] = []
-        while len(out) < count:
-            out.append(self._take(conn.next_line, max(0.0, deadline - time.monotonic())))
-            if len(out) < count:
+        while True:
+            with self._cond:
+                out += conn.next_lines(count - len(out))
+                self._cond.notify_all()  # room for a reader held back by the backlog
+                if len(out) >= count:
+                    return out
+                ended = conn.ended
+            if ended:
+                raise EOFError(f"the server closed its stdout{self._ended()}")
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise GahpTimeout(f"{len(out)} of {count} lines from the server in {timeout} s")
+            if self._reads_here:
+                self._read_here(left)
+            else:
                 with self._cond:
-                    out += conn.next_lines(count - len(out))
-                    self._cond.notify_all()
-        return out
+                    self._cond.wait_for(lambda: conn.waiting or conn.ended, left)
 
     def read_fields(self, timeout: float = 10.0) -> list[str]:
         """The next line split into unescaped fields."""
@@ -359,6 +369,8 @@ class GahpClient(LineClient):
         self._stderr = _Tail(stderr_limit)
         self._on_stderr = on_stderr
         self._reads_here = not reader_thread
+        if self._reads_here and self.proc.stdout is not None:
+            os.set_blocking(self.proc.stdout.fileno(), False)
         self._reader: threading.Thread | None = None
         if reader_thread:
             self._reader = threading.Thread(target=self._read_stdout, daemon=True)
@@ -398,12 +410,16 @@ class GahpClient(LineClient):
         out = self.proc.stdout
         assert out is not None
         try:
-            if not select.select([out], [], [], timeout)[0]:
-                return
-            chunk = out.read(_CHUNK)
+            chunk = out.read(_CHUNK)  # non-blocking: what is there, or None
+            if chunk is None:
+                if not select.select([out], [], [], timeout)[0]:
+                    return
+                chunk = out.read(_CHUNK)
+                if chunk is None:
+                    return
         except (OSError, ValueError):
             chunk = b""
-        self._received(chunk or b"")
+        self._received(chunk)
 
     def _read_stderr(self) -> None:
         err = self.proc.stderr

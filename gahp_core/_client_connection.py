@@ -10,8 +10,8 @@ reply announces. It does no I/O and reads no clock: a client feeds it whatever i
 
 from __future__ import annotations
 
-from collections import deque
 from collections.abc import Iterable, Sequence
+from typing import cast
 
 from gahp_core._connection import ENCODING, ERRORS
 from gahp_core._errors import GahpError
@@ -64,7 +64,9 @@ class ClientConnection:
         self.max_line = max_line
         self._splitter = LineSplitter(max_line)
         self._chunks: list[bytes] = []
-        self._lines: deque[bytes | None] = deque()
+        self._lines: list[str | None] = []  # framed and decoded; None: an over-long line
+        self._pos = 0  # the next line to take
+        self._dropped = 0  # None entries not yet taken
         self._size = 0
         self._eof = False
 
@@ -91,12 +93,17 @@ class ClientConnection:
         self._eof = True
         tail = self._splitter.pending()
         if tail:
-            self._lines.append(tail)
-            self._size += len(tail)
+            self._add([tail])
+
+    def _add(self, raw: Sequence[bytes | None]) -> None:
+        texts = [None if b is None else b.decode(ENCODING, ERRORS) for b in raw]
+        self._dropped += texts.count(None)
+        self._size += sum(len(t) for t in texts if t is not None)
+        self._lines += texts
 
     def _frame(self) -> None:
         """Cut the bytes received into lines (the server's framing: an escaped LF does not
-        end a line; a line over ``max_line`` becomes ``None``)."""
+        end a line; a line over ``max_line`` becomes ``None``) and decode them."""
         chunks = self._chunks
         if not chunks:
             return
@@ -104,71 +111,82 @@ class ClientConnection:
         chunks.clear()
         self._size -= len(data)
         splitter = self._splitter
-        lines: Sequence[bytes | None]
-        if b"\\" in data or splitter.holding:
-            lines = splitter.feed(data)
-            self._size += sum(len(line) for line in lines if line is not None)
-        else:  # no escape anywhere: a line ends at each LF (most output, and much faster)
-            *done, tail = data.split(b"\n")
-            self._size += sum(map(len, done))
-            lines = done
-            if done and max(map(len, done)) > self.max_line:
-                lines = [None if len(line) > self.max_line else line for line in done]
-                self._size -= sum(len(line) for line in done if len(line) > self.max_line)
-            if tail:
-                splitter.feed(tail)  # held (or dropped, if over-long) until its end comes
-        self._lines.extend(lines)
+        if b"\\" in data or splitter.holding or len(data) > self.max_line:
+            self._add(splitter.feed(data))
+            return
+        # No escape anywhere and no line too long: a line ends at each LF, and the whole
+        # can be decoded at once (an LF byte is never part of a UTF-8 sequence): most
+        # output, and much faster.
+        end = data.rfind(b"\n") + 1
+        if end:
+            texts: list[str] = data[: end - 1].decode(ENCODING, ERRORS).split("\n")
+            self._size += sum(map(len, texts))
+            self._lines += texts
+        if end < len(data):
+            splitter.feed(data[end:])  # held until its end comes
+
+    def _compact(self) -> None:
+        """Forget the lines taken, now and then (amortised: a constant cost a line)."""
+        if self._pos > 4096 and self._pos * 2 > len(self._lines):
+            del self._lines[: self._pos]
+            self._pos = 0
 
     @property
     def buffered(self) -> int:
-        """Bytes received and not yet taken (part of a line still held aside)."""
+        """What is received and not yet taken: the bytes not yet framed, the characters of
+        the lines framed (part of a line may be held aside besides, up to ``max_line``)."""
         return self._size
 
     @property
     def waiting(self) -> bool:
         """Whether a complete line is ready to be taken."""
         self._frame()
-        return bool(self._lines)
+        return self._pos < len(self._lines)
 
     @property
     def ended(self) -> bool:
         """Whether the output has ended and every line of it has been taken."""
-        return self._eof and not self._lines
+        return self._eof and self._pos >= len(self._lines)
 
     def next_raw(self) -> str | None:
         """The next line as the server wrote it (terminator removed, ``R`` lines included),
         or ``None`` if no complete line is ready; :class:`BadServerLine` for an over-long one."""
-        if not self._lines:
+        if self._pos >= len(self._lines):
             self._frame()
-            if not self._lines:
+            if self._pos >= len(self._lines):
+                self._lines.clear()
+                self._pos = 0
                 return None
-        raw = self._lines.popleft()
-        if raw is None:
+        text = self._lines[self._pos]
+        self._pos += 1
+        self._compact()
+        if text is None:
+            self._dropped -= 1
             raise BadServerLine(f"a line longer than {self.max_line} bytes")
-        self._size -= len(raw)
-        return raw.decode(ENCODING, ERRORS)
+        self._size -= len(text)
+        return text
 
     def next_lines(self, limit: int) -> list[str]:
         """Up to ``limit`` lines ready now, each as :meth:`next_line` gives it (in bulk)."""
         self._frame()
-        lines = self._lines
         out: list[str] = []
-        while len(out) < limit and lines:
-            if self.prefix or None in lines:
+        while len(out) < limit and self._pos < len(self._lines):
+            if self.prefix or self._dropped:
                 line = self.next_line()
                 if line is None:
                     break
                 out.append(line)
                 continue
-            batch = [lines.popleft() for _ in range(min(limit - len(out), len(lines)))]
-            raw = [b for b in batch if b is not None]  # none: checked above
-            self._size -= sum(map(len, raw))
-            texts = [b.decode(ENCODING, ERRORS) for b in raw]
+            start = self._pos
+            self._pos = min(len(self._lines), start + limit - len(out))
+            texts = cast("list[str]", self._lines[start : self._pos])  # no None: none dropped
+            self._size -= sum(map(len, texts))
             if not self.keep_r and ("R" in texts or "R\r" in texts):
                 kept = [t for t in texts if t.rstrip("\r") != "R"]
                 self.notifications += len(texts) - len(kept)
                 texts = kept
             out += texts
+        self._compact()
         return out
 
     def next_line(self) -> str | None:

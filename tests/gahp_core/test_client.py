@@ -47,6 +47,7 @@ def test_any_chunking_frames_as_the_servers_splitter_does(seed):
     the server's own LineSplitter gives the whole stream, however the stream is cut."""
     rng = random.Random(seed)
     atoms = [b"S", b" ", b"x", b"\\", b"\\\\", b"\\\n", b"\n", b"\r\n", b"R\n", b"y" * 40]
+    atoms += [b"\xc3\xa9", b"\xff"]  # UTF-8 (cut anywhere by a chunk) and a byte that is not
     stream = b"".join(rng.choice(atoms) for _ in range(400)) + b"\n"
     expected = [line for line in LineSplitter(64).feed(stream)]
     conn = ClientConnection(max_line=64)
@@ -65,8 +66,20 @@ def test_any_chunking_frames_as_the_servers_splitter_does(seed):
             if line is None:
                 break
             got.append(line)
-    assert got == [None if e is None else e.decode() for e in expected]
+    assert got == [None if e is None else e.decode("utf-8", "surrogateescape") for e in expected]
     assert conn.buffered == 0
+
+
+@pytest.mark.parametrize("data", ["S é ü\n1 ß\n", "S a\\ é\n1 \\\\\n"], ids=["plain", "escaped"])
+def test_what_is_taken_leaves_the_backlog(data):
+    """The backlog count (what bounds a reader) goes back to nothing once every line is
+    taken, whatever the lines hold (here characters of two bytes)."""
+    conn = ClientConnection()
+    for _ in range(3):
+        conn.receive_data(data.encode() + b"\xff\n")
+        assert conn.buffered > 0
+        assert len(conn.next_lines(10)) == 3
+        assert conn.buffered == 0
 
 
 @pytest.mark.parametrize("escape", [b"", b"\\\\"], ids=["plain", "escaped"])
