@@ -167,11 +167,15 @@ class ClientConnection:
         return text
 
     def next_lines(self, limit: int) -> list[str]:
-        """Up to ``limit`` lines ready now, each as :meth:`next_line` gives it (in bulk)."""
+        """Up to ``limit`` lines ready now, each as :meth:`next_line` gives it (in bulk); a
+        bad line ends the lines returned, and raises on the next call."""
         self._frame()
         out: list[str] = []
         while len(out) < limit and self._pos < len(self._lines):
             if self.prefix or self._dropped:
+                upcoming = self._lines[self._pos]
+                if out and (upcoming is None or not upcoming.startswith(self.prefix)):
+                    break  # the lines before a bad one first; the next call raises
                 line = self.next_line()
                 if line is None:
                     break

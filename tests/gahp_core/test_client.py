@@ -118,6 +118,11 @@ def test_the_prefix_is_removed_and_a_line_without_it_refused():
         conn.next_line()
     assert conn.notifications == 1  # the R before it
     assert conn.next_line() == "S 2"
+    conn.receive_data(b"GAHP:S 3\nS\nGAHP:S 4\n")
+    assert conn.next_lines(10) == ["S 3"]
+    with pytest.raises(BadServerLine):
+        conn.next_lines(10)
+    assert conn.next_lines(10) == ["S 4"]
 
 
 def test_r_lines_are_counted_and_skipped_unless_kept():
@@ -141,6 +146,17 @@ def test_next_lines_gives_what_next_line_gives():
     bulk.receive_data(data)
     assert bulk.next_lines(2) + bulk.next_lines(100) == singly
     assert bulk.notifications == one.notifications == 2
+
+
+def test_next_lines_stops_at_an_over_long_line():
+    conn = ClientConnection(max_line=10)
+    conn.receive_data(b"S 1\nS 2\n")
+    conn.receive_data(b"x" * 20 + b"\nS 3\n")
+    assert conn.next_lines(10) == ["S 1", "S 2"]  # what came before it is not lost
+    with pytest.raises(BadServerLine):
+        conn.next_lines(10)
+    assert conn.next_lines(10) == ["S 3"]
+    assert conn.buffered == 0
 
 
 def test_a_request_is_escaped_and_terminated():
