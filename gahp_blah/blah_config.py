@@ -155,6 +155,7 @@ EXPORTS = {
     "SGE_CELL": ("driver.sge.sge_cell",),
     "SGE_QMASTER_PORT": ("driver.sge.sge_qmaster_port",),
     "LSF_ENVDIR": ("driver.lsf.lsf_envdir",),
+    "CONDOR_CONFIG": ("driver.condor.condor_config",),
 }
 """``export NAME=...`` lines the C blahp's scripts pass to the batch commands: the driver
 options that do the same (a ``*_binpath``-style key, when set too, wins). Every exported
@@ -206,6 +207,10 @@ NOT_HONOURED: dict[str, tuple[Callable[[str], bool], str]] = {
     "BLAHPD_ACCOUNTING_INFO_LOG": (bool, "no accounting log is written"),
     "pbs_set_pvmem": (lambda v: v == "yes", "no pvmem request: memory goes in the select"),
     "pbs_maui": (lambda v: v == "yes", "no Maui-specific directives"),
+    "condor_expand_home_env": (
+        lambda v: v == "yes",
+        "$HOME in a condor job's environment is passed as written, not replaced",
+    ),
 }
 """Keys that change what jobs get and are not honoured: (set in a way that matters, what
 blahpd does instead). A warning names each at startup."""
@@ -229,7 +234,6 @@ QUIET = frozenset(
         "blah_wn_proxy_renewal_daemon",
         "condor_binpath",
         "condor_batch_caching_enabled",
-        "condor_expand_home_env",
         "pbs_nochecksubmission",
         "pbs_nologaccess",
         "pbs_fallback",
@@ -250,7 +254,8 @@ QUIET = frozenset(
     }
 )
 """Keys of machinery blahpd does not have (status daemons, job registry, thread limits,
-caches, debugging, the condor type): ignored without a word."""
+caches, debugging, the condor driver's commands: it speaks to the schedd through HTCondor's
+Python bindings): ignored without a word."""
 
 QUIET_PATTERN = re.compile(
     r"(bupdater|bnotifier|bhist|tracejob|job_registry|blparser)\w*"

@@ -41,7 +41,7 @@ if TYPE_CHECKING:
         check_job,
     )
     from gahp_boinc._outputs import ArchiveLimits, FetchRequest
-    from gahp_boinc._rpc import (
+    from gahp_boinc._records import (
         BATCH_STATES,
         BatchDetail,
         BatchInfo,
@@ -63,7 +63,7 @@ _LAZY = {
     "gahp_boinc._client": ("BatchStates", "BoincClient", "Job", "SyncBoincClient", "check_job"),
     "gahp_boinc._outputs": ("ArchiveLimits", "FetchRequest"),
     "gahp_boinc._safe_names": ("check_output_name", "open_inside"),
-    "gahp_boinc._rpc": (
+    "gahp_boinc._records": (
         "BATCH_STATES",
         "BatchDetail",
         "BatchInfo",

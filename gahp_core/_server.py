@@ -190,7 +190,7 @@ class GahpServer:
         # Everything built so far (modules, plugins) lives as long as the process: keep it
         # out of the collector's full scans, which thousands of pending requests make costly.
         gc.freeze()
-        stop_reading = await _open_reader(loop, stdin, self._received)
+        stop_reading = await _open_reader(loop, stdin, self.feed)
         await self._stopping.wait()
         stop_reading()
         await self._shutdown()
@@ -226,8 +226,11 @@ class GahpServer:
 
     def feed(self, data: bytes) -> None:
         """A chunk of input (``b""``: its end), on the loop, outside any task: what the
-        reader of :meth:`serve` does with each chunk of stdin."""
-        self._received(data)
+        reader of :meth:`serve` does with each chunk of stdin. It is handled where
+        handlers start eagerly (see :mod:`gahp_core._eager`): at once, or on 3.11 in the
+        dispatcher task, on the next turn of the loop, chunks in order."""
+        assert self._eager is not None
+        self._eager.call(functools.partial(self._received, data))
 
     def _received(self, data: bytes) -> None:
         """A chunk of input (``b""``: end of input): to the dialect, then write its answers."""

@@ -97,6 +97,22 @@ class Driver(abc.ABC):
     def submit(self, spec: JobSpec) -> str:
         """Start or queue the job; return its native id."""
 
+    def submit_many(self, specs: Sequence[JobSpec]) -> list[str]:
+        """Submit ``specs`` as one unit where the batch system has one (an HTCondor cluster
+        of ``len(specs)`` procs); return their native ids, in order. All or none: when one
+        fails, those already submitted are cancelled and the error is raised. By default
+        :meth:`submit` for each in turn."""
+        natives: list[str] = []
+        try:
+            for spec in specs:
+                natives.append(self.submit(spec))
+        except BaseException:
+            for native in natives:
+                with contextlib.suppress(DriverError):
+                    self.cancel(native)
+            raise
+        return natives
+
     @abc.abstractmethod
     def status(self, native_id: str) -> JobInfo:
         """Current state of a job."""

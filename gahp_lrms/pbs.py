@@ -439,7 +439,7 @@ class PbsDriver(CommandDriver):
                 self._tmp_scripts.rmdir()  # empty: each script is removed once submitted
 
     # ------------------------------------------------------------------ submit (see CommandDriver)
-    job_id = re.compile(r"[A-Za-z0-9_.\[\]-]+\Z")
+    job_id = re.compile(r"[A-Za-z0-9_\[][A-Za-z0-9_.\[\]-]*\Z")  # never an option
     submit_command = "qsub"
 
     def _submission(self, spec: JobSpec) -> Submission:
@@ -451,6 +451,8 @@ class PbsDriver(CommandDriver):
                 f.write(
                     render_script(
                         spec,
+                        # Slurm's qsub wrapper reads "#PBS" lines anywhere in the script
+                        one_line_values=True,
                         directives=[*spec.directives, *directive_line("#PBS", spec.extra_args)],
                     )
                 )

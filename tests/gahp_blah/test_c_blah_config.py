@@ -134,6 +134,8 @@ sge_rootpath=/opt/sge
 sge_cellname=$SGE_CELL
 sge_pe_policy=smp
 export SLURM_CONF=/etc/slurm/other.conf
+export CONDOR_CONFIG=/opt/pool/condor_config
+condor_binpath=/opt/pool/bin
 blah_libexec_directory=/opt/site
 local_submit_attributes_setup_args[0]=Walltime
 local_submit_attributes_setup_args[1]=Queue
@@ -147,6 +149,8 @@ blah_pass_all_submit_attributes=no
     assert d["lsf"] == {"lsf_envdir": "/opt/lsf/conf"}
     assert d["sge"] == {"sge_root": "/opt/sge", "sge_cell": "cell9", "parallel_environment": "smp"}
     assert d["slurm"] == {"slurm_conf": "/etc/slurm/other.conf"}
+    assert d["condor"] == {"condor_config": "/opt/pool/condor_config"}
+    assert "condor" in c.drivers
     assert c.drivers == tuple(sorted(c.drivers)) and "pbs" in c.drivers  # filters nothing
     assert c.supported_lrms == ("slurm",)
     site = c.site
@@ -175,6 +179,7 @@ blah_shared_directories=/
 blah_run_in_workdir=no
 blah_shared_directories=/home
 blah_require_proxy_on_submit=yes
+condor_expand_home_env=yes
 slurm_bin_path=/typo
 export SOME_SITE_VAR=1
 export LD_PRELOAD=/tmp/evil.so
@@ -182,11 +187,12 @@ export LD_PRELOAD=/tmp/evil.so
     )
     c = config({**env, "BLAHPD_CONFIG_LOCATION": str(main)})
     text = "\n".join(c.warnings)
-    assert len(c.warnings) == 5, text
+    assert len(c.warnings) == 6, text
     assert "line 9: blah_run_in_workdir=no: not honoured: jobs run in their Iwd" in text
     assert "line 10: blah_shared_directories=/home: not honoured" in text
     assert "blah_require_proxy_on_submit=yes: not honoured" in text
-    assert "line 12: slurm_bin_path=/typo: unknown key slurm_bin_path: ignored" in text
+    assert "condor_expand_home_env=yes: not honoured: $HOME in a condor job's" in text
+    assert "line 13: slurm_bin_path=/typo: unknown key slurm_bin_path: ignored" in text
     assert "export LD_PRELOAD=/tmp/evil.so: exported LD_PRELOAD is not passed on" in text
     assert c.exports == {"SOME_SITE_VAR": "1"}  # set in blahpd's environment, as sourced
 

@@ -4,7 +4,9 @@ the invoke-server wrappers, and one :class:`Backend` per batch system.
 Without the bundle the tests skip (fail under ``GAHP_REQUIRE_NINFG=1``).  A batch system
 that is down skips its cases (fail under its ``GAHP_REQUIRE_*``).  LSF refuses root's jobs:
 run as root, the LSF cases run the client as the LSF test user (``live_services.LSF_USER``),
-in a directory of its own, with an interpreter it may run (the GAHPs' venv).
+in a directory of its own, with an interpreter it may run (the GAHPs' venv).  So do the
+Condor cases as the owner of the HTCondor pool (``.ci/htcondor-pool-up.sh``): a pool that
+does not run as root runs every job as that user, who must reach the scratch directories.
 """
 
 from __future__ import annotations
@@ -85,6 +87,8 @@ class Backend:
     """A ``job_startTimeout`` the job starts within, though its executable never connects."""
     python: str = sys.executable
     """The interpreter of the invoke servers and the recorder (one ``run_as`` may run)."""
+    job_key: str = ""
+    """The key of a record that names its job (else ``job_var`` in its environment)."""
 
     @property
     def handles(self) -> int:
@@ -93,11 +97,13 @@ class Backend:
         return max(1, min(MAX_HANDLES, self.slots))
 
     def job_of(self, record: dict) -> str:
+        if self.job_key:
+            return record[self.job_key]
         return record["env"][self.job_var] if self.job_var else str(record["pid"])
 
     def job_gone(self, record: dict) -> bool:
         """Whether the batch system (or this host) no longer runs the recorded job."""
-        if not self.job_var:
+        if not (self.job_var or self.job_key):
             return not alive(record["pid"])
         return self.state(self.job_of(record)) in ("", "gone")
 
@@ -149,7 +155,9 @@ def pbs_backend(env: dict[str, str]) -> Backend:
                    lambda job: _run([str(pbs_bin / "qdel"), job], env) and None)
 
 
-def shared_python(user: str) -> str:
+def shared_python(
+    user: str, require: str = "GAHP_REQUIRE_LSF", why: str = "LSF refuses root's jobs"
+) -> str:
     """An interpreter ``user`` may run that imports gahp's dependencies: the venv
     ``.ci/htcondor-up.sh`` makes for the GAHPs (``$GAHP_VENV``, default /opt/gahp-venv; root's
     own interpreter may be out of other users' reach)."""
@@ -160,8 +168,8 @@ def shared_python(user: str) -> str:
     )
     if probe.returncode != 0:
         unavailable(
-            "GAHP_REQUIRE_LSF",
-            f"LSF refuses root's jobs, so its Ninf-G client runs as {user}, and {user} cannot"
+            require,
+            f"{why}, so its Ninf-G client runs as {user}, and {user} cannot"
             f" run gahp with {python} (make it with `bash .ci/htcondor-up.sh`, or set"
             f" GAHP_VENV): {probe.stderr.strip()[-300:]}",
         )
@@ -188,10 +196,37 @@ def lsf_backend(env: dict[str, str]) -> Backend:
                    run_as=run_as, python=python, start_timeout=20)  # LSF dispatches slowly
 
 
+POOL_REQUIRE = "GAHP_REQUIRE_HTCONDOR_POOL"
+
+
+def condor_backend(env: dict[str, str]) -> Backend:
+    """As root, the client runs as the pool's owner (every job runs as that user)."""
+    owner = env.get("GAHP_HTCONDOR_POOL_USER", "gahpjob")
+    run_as = owner if os.geteuid() == 0 else None
+    python = (shared_python(run_as, POOL_REQUIRE, "the HTCondor pool runs jobs as its owner")
+              if run_as else sys.executable)
+    bin_dir = Path(env["GAHP_HTCONDOR_POOL_BIN"])
+    full = {**os.environ, **env}
+
+    def state(job: str) -> str:
+        proc = _run([str(bin_dir / "condor_q"), job, "-af", "JobStatus"], full)
+        text = proc.stdout.strip()
+        if proc.returncode != 0:
+            return "unknown"
+        return "gone" if text in ("", "3", "4") else text  # removed/completed: leaving
+
+    cpus = _run([str(bin_dir / "condor_status"), "-af", "TotalSlotCpus"], full).stdout.split()
+    return Backend("Condor", env, int(cpus[0]) if cpus and cpus[0].isdigit() else 4,
+                   "", state, lambda job: _run([str(bin_dir / "condor_rm"), job], full) and None,
+                   run_as=run_as, python=python, start_timeout=30, job_key="condor_id")
+
+
 def backend_for(kind: str, batch_env: Callable[[str], dict[str, str] | None]) -> Backend:
     """The :class:`Backend` ``kind``; skips (or fails) when it is not available."""
     if kind == "Fork":
         return Backend("Fork", remove=_kill)
+    if kind == "Condor":
+        return condor_backend(dict(batch_env("condor") or {}))
     if kind == "Slurm":
         return slurm_backend(dict(batch_env("slurm") or {}))
     if kind == "SGE":
