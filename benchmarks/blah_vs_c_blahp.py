@@ -81,8 +81,8 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 import blah_status_scale as scale  # noqa: E402
 from fuzzkit import BLAH_COMMANDS, BLAH_HEADERS, RawGahp, generate, special_cases  # noqa: E402
 
-from gahp_core import split  # noqa: E402
-from gahp_core.testing import GahpClient, proc_status  # noqa: E402
+from gahp_core import GahpClient, split  # noqa: E402
+from gahp_core.testing import proc_status  # noqa: E402
 
 C = "C blahpd"
 OURS = "ours"

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import attrs
 
-from gahp_boinc._transport import Form
+from gahp_boinc._transport import Form  # private: unit test of the transport
 
 
 @attrs.define

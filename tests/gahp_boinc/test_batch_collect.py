@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from gahp_boinc import Job, NoOutput, SyncBoincClient
-from gahp_boinc._rpc import RpcError, gunzip_in_place
+from gahp_boinc import Job, NoOutput, RpcError, SyncBoincClient
+from gahp_boinc._rpc import gunzip_in_place  # private: unit test of the RPC layer
 from gahp_boinc.emulator import EmulatorServer
 from gahp_core.testing import GahpClient
 

@@ -174,8 +174,7 @@ def test_the_low_level_rpcs_compose_into_a_submission(emu, tmp_path):
     batch = _name("manual")
 
     async def run() -> dict[str, str]:
-        from gahp_boinc._rpc import JobInput
-        from gahp_boinc._staging import md5_file, physical_name
+        from gahp_boinc import JobInput, md5_file, physical_name
 
         async with BoincClient(emu.url, emu.authenticator) as c:
             templates = await c.get_templates("uppercase")

@@ -9,7 +9,7 @@ from collections.abc import Awaitable, Callable
 
 import pytest
 
-from gahp_boinc._http import (
+from gahp_boinc._http import (  # private: unit test of the HTTP transport
     ERROR_BODY,
     HttpTimeout,
     HttpTooLarge,
@@ -17,9 +17,9 @@ from gahp_boinc._http import (
     PlainHttp,
     Slots,
 )
-from gahp_boinc._route import RoutedTransport
-from gahp_boinc._rpc import BoincRpc
-from gahp_boinc._transport import MAX_BYTES_PER_UPLOAD
+from gahp_boinc._route import RoutedTransport  # private: unit test of the transport routing
+from gahp_boinc._rpc import BoincRpc  # private: unit test of the RPC layer
+from gahp_boinc._transport import MAX_BYTES_PER_UPLOAD  # private: unit test of the transport
 
 Handler = Callable[[asyncio.StreamReader, asyncio.StreamWriter], Awaitable[None]]
 

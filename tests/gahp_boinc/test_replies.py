@@ -6,10 +6,10 @@ from xml.parsers.expat import ExpatError
 import pytest
 import xmltodict
 
-from gahp_boinc._replies import (
+from gahp_boinc import RpcError
+from gahp_boinc._replies import (  # private: unit test of the reply parsers
     _DECL,
     _LISTS,
-    RpcError,
     clean_stderr,
     decode_text,
     parse_query_batch2,
@@ -192,7 +192,7 @@ QB2_NOT_PLAIN = [
 
 @pytest.mark.parametrize("body", QB2_PLAIN)
 def test_plain_query_batch2_reads_as_the_tolerant_parser(body: bytes) -> None:
-    from gahp_boinc._replies import plain_query_batch2
+    from gahp_boinc._replies import plain_query_batch2  # private: unit test of the reply parsers
 
     fast = plain_query_batch2(body)
     assert fast is not None, "a plain reply left to the tolerant parser"
@@ -201,6 +201,6 @@ def test_plain_query_batch2_reads_as_the_tolerant_parser(body: bytes) -> None:
 
 @pytest.mark.parametrize("body", QB2_NOT_PLAIN)
 def test_plain_query_batch2_leaves_the_unusual_to_the_tolerant_parser(body: bytes) -> None:
-    from gahp_boinc._replies import plain_query_batch2
+    from gahp_boinc._replies import plain_query_batch2  # private: unit test of the reply parsers
 
     assert plain_query_batch2(body) is None

@@ -11,10 +11,13 @@ from typing import Any
 import pytest
 from fake_transport import FakeReply, FakeRequest, FakeTransport
 
-from gahp_boinc import RpcError
-from gahp_boinc._http import HttpTimeout, HttpTransportError
-from gahp_boinc._retry import RetryPolicy
-from gahp_boinc._rpc import BoincRpc, Project
+from gahp_boinc import Project, RpcError
+from gahp_boinc._http import (  # private: unit test of the HTTP transport
+    HttpTimeout,
+    HttpTransportError,
+)
+from gahp_boinc._retry import RetryPolicy  # private: unit test of the retry policy
+from gahp_boinc._rpc import BoincRpc  # private: unit test of the RPC layer
 
 PROJECT = Project("http://127.0.0.1:1/p/", "auth")
 PONG = b"<ping><success>1</success></ping>"

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 from fake_transport import FakeReply, FakeTransport
 
-from gahp_boinc import NoSuchJob, RpcError
-from gahp_boinc._rpc import BoincRpc, Project
+from gahp_boinc import NoSuchJob, Project, RpcError
+from gahp_boinc._rpc import BoincRpc  # private: unit test of the RPC layer
 
 PROJECT = Project("http://127.0.0.1:1/p/", "secret-auth")
 OCTETS = {"content-type": "application/octet-stream"}

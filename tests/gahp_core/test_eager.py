@@ -12,7 +12,7 @@ import contextvars
 import pytest
 
 from gahp_core import _eager  # private: the module under test
-from gahp_core._eager import EagerStarter
+from gahp_core._eager import EagerStarter  # private: white-box test of eager tasks
 
 MODES = [False] + ([True] if hasattr(asyncio, "eager_task_factory") else [])
 

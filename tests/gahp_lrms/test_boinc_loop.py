@@ -9,7 +9,7 @@ import threading
 import pytest
 
 from gahp_lrms import DriverError
-from gahp_lrms._boinc_loop import KeyedLock, LoopBridge
+from gahp_lrms._boinc_loop import KeyedLock, LoopBridge  # private: boinc driver internals as units
 
 
 async def let_others_run() -> None:

@@ -12,7 +12,7 @@ import pytest
 
 from gahp_blah.arguments import parse_env_v2, split_v2
 from gahp_lrms import DriverError, JobInfo, JobSpec, JobStatus, get_driver
-from gahp_lrms.condor import (
+from gahp_lrms.condor import (  # private: unit test of the condor driver's helpers
     _Helper,
     _worst,
     classad_string,
