@@ -483,3 +483,54 @@ def test_show_config_through_gahp_server(env, tmp_path):
     assert proc.returncode == 0, proc.stderr
     assert "driver.slurm.bin_dir = /opt/slurm/bin" in proc.stdout.splitlines()
     assert "$GahpVersion" not in proc.stdout
+
+
+def test_shell_declarations_defaults_and_what_is_skipped():
+    text = r"""declare -r a=1 b
+typeset c=x; readonly d=y
+export e
+e=later
+f[x]=bad
+g=${UNSET-dflt} h=${EMPTY-dflt} i=${EMPTY:-dflt} j=$1 k=${a#x} l=$$ m=$
+s=1 | echo 'two
+lines' "and \" two
+more" \
+still skipped (a backslash-newline joins the lines)
+n=(1 [5]=2 # comment
+ 3)
+o=`date` p="$(date) `id`"
+r=after
+q='unclosed
+"""
+    out = parse_assignments(text, "f", {"HOME": "/home/u", "EMPTY": ""})
+    v = {k: (a.value, a.line) for k, a in out.values.items()}
+    assert v == {
+        "a": ("1", 1),
+        "c": ("x", 2),
+        "d": ("y", 2),
+        "e": ("later", 4),
+        "g": ("dflt", 6),
+        "h": ("", 6),
+        "i": ("dflt", 6),
+        "j": ("$1", 6),
+        "k": ("${a#x}", 6),
+        "l": ("$$", 6),
+        "m": ("$", 6),
+        "n": (("1", "2", "3"), 11),
+        "o": ("`date`", 13),
+        "p": ("$(date) `id`", 13),
+        "r": ("after", 14),
+    }
+    assert out.values["e"].exported and "e" in out.exported
+    assert not out.values["a"].exported and not out.values["c"].exported
+    assert out.notes == [
+        "f, line 5: array index 'x' of f is not a number: skipped",
+        "f, line 6: $1 kept as text (not expanded)",
+        "f, line 6: ${a#x} kept as text (not expanded)",
+        "f, line 6: $$ kept as text (not expanded)",
+        "f, line 7: not an assignment: skipped (blah.config is read, never run)",
+        "f, line 13: command substitution `...` kept as text, not run",
+        "f, line 13: command substitution $(date) kept as text, not run",
+        "f, line 13: command substitution `...` kept as text, not run",
+        "f, line 15: not an assignment: skipped (blah.config is read, never run)",
+    ]
