@@ -106,6 +106,18 @@ def test_dot_d_in_name_order_then_user_config(env, tmp_path):
     )
 
 
+def test_dot_d_skips_what_is_not_a_file_and_refuses_too_many_files(env, tmp_path):
+    main = write(tmp_path / "blah.config", "slurm_binpath=/main\n")
+    d = tmp_path / "blah.config.d"
+    (d / "10-a-directory").mkdir(parents=True)
+    write(d / "20-file", "slurm_binpath=/d\n")
+    c = config({**env, "BLAHPD_CONFIG_LOCATION": str(main)})
+    assert c.files == (str(main), str(d / "20-file")) and slurm_bin(c) == "/d"
+    for n in range(256):  # 257 entries: over the limit
+        write(d / f"{n:03}", "")
+    with pytest.raises(ConfigError, match="blah.config.d holds more than 256 files"):
+        config({**env, "BLAHPD_CONFIG_LOCATION": str(main)})
+
 def test_a_toml_wins(env, tmp_path):
     main = write(tmp_path / "blah.config", "slurm_binpath=/from/blah\n")
     toml = write(tmp_path / "blahpd.toml", '[driver.slurm]\nbin_dir = "/from/toml"\n')
