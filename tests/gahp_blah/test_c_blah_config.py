@@ -18,6 +18,7 @@ from blah_helpers import Blah, ad_string
 from gahp_blah import blah_config
 from gahp_blah.config import load_config
 from gahp_blah.shellvars import parse_assignments
+from gahp_blah.show_config import render
 from gahp_core import ConfigError
 from gahp_core.testing import GahpClient
 
@@ -117,6 +118,7 @@ def test_dot_d_skips_what_is_not_a_file_and_refuses_too_many_files(env, tmp_path
         write(d / f"{n:03}", "")
     with pytest.raises(ConfigError, match="blah.config.d holds more than 256 files"):
         config({**env, "BLAHPD_CONFIG_LOCATION": str(main)})
+
 
 def test_a_toml_wins(env, tmp_path):
     main = write(tmp_path / "blah.config", "slurm_binpath=/from/blah\n")
@@ -333,6 +335,37 @@ def test_show_config_prints_each_setting_and_where_it_came_from(env, tmp_path):
     assert "supported_lrms (filters nothing, as in the C blahp) = slurm pbs" in lines
     assert any(ln.startswith("# WARNING: ") and "blah_run_in_workdir=no" in ln for ln in lines)
     assert "# ClassAd library: installed" in lines
+
+
+def test_show_config_sections_site_scripts_exports_and_warnings(env, tmp_path):
+    libexec = tmp_path / "libexec"
+    write(libexec / "slurm_local_submit_attributes.sh", "echo\n")
+    write(libexec / "pbs_local_submit_attributes.sh", "echo\n").chmod(0o666)
+    main = write(
+        tmp_path / "blah.config",
+        f"supported_lrms=slurm,pbs\nexport FOO=1\nblah_libexec_directory={libexec}\n"
+        "blah_run_in_workdir=no\n",
+    )
+    lines = list(render(config({**env, "BLAHPD_CONFIG_LOCATION": str(main)})))
+    heads = [line.split(" = ")[0].split(".")[0] for line in lines if " = " in line]
+    firsts = [
+        heads.index(h)
+        for h in (
+            "state_dir",
+            "supported_lrms (filters nothing, as in the C blahp)",
+            "default_gridtype",
+            "driver",
+            "site",
+            "site script for slurm",
+            "export FOO",
+        )
+    ]
+    assert firsts == sorted(firsts), heads
+    assert f"site script for slurm = {libexec}/slurm_local_submit_attributes.sh" in lines
+    refused = [line for line in lines if line.startswith("# pbs: site script")]
+    assert len(refused) == 1 and "may be changed by other users" in refused[0]
+    assert lines[lines.index("export FOO = 1") + 1] == f" # at: {main}, line 2: export FOO=1"
+    assert lines[-1].startswith("# WARNING: ") and "blah_run_in_workdir=no" in lines[-1]
 
 
 def test_show_config_of_a_bad_file_exits_non_zero(env, tmp_path):
