@@ -29,6 +29,9 @@ def test_v1_args_and_env_and_default_gridtype():
     ad = parse_submit_ad('[ Cmd = "/bin/true"; Args = "x y"; Env = "A=1;B=2" ]', "fork")
     assert ad.gridtype == "fork" and ad.spec.arguments == ("x", "y")
     assert dict(ad.spec.environment) == {"A": "1", "B": "2"}
+    # the ad's own gridtype wins (lower-cased); an empty one is not one
+    assert parse_submit_ad('[ Cmd = "/bin/true"; gridtype = "SLURM" ]', "fork").gridtype == "slurm"
+    assert parse_submit_ad('[ Cmd = "/bin/true"; gridtype = "" ]', "fork").gridtype == "fork"
 
 
 @pytest.mark.parametrize(
