@@ -21,7 +21,7 @@ def methods(cls: type) -> set[str]:
 
 def test_sync_client_has_every_method_the_guide_says_it_has():
     text = " ".join((DOCS / "boinc-client.md").read_text().split())
-    assert "`SyncBoincClient` has the same methods, blocking, with the same arguments." in text
+    assert "`SyncBoincClient` has the same methods, blocking, with the same arguments" in text
     lacking = methods(BoincClient) - methods(SyncBoincClient) - {"sync"}  # sync: a factory
     assert lacking == set()
 
