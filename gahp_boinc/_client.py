@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING, Any, Concatenate, Generic, ParamSpec, TypeVar,
 import attrs
 
 from gahp_boinc._errors import BoincError
+from gahp_boinc._inputs import INPUT_TYPES, InputSpec
 from gahp_boinc._outputs import FetchRequest, fetch_output
 from gahp_boinc._rpc import (
     MAX_REPLY_BYTES,
@@ -80,8 +81,8 @@ def project(url: str, authenticator: str) -> Project:
     return Project(url=url if url.endswith("/") else url + "/", authenticator=authenticator)
 
 
-def _paths(values: Iterable[str | Path]) -> tuple[Path, ...]:
-    return tuple(Path(v) for v in values)
+def _paths(values: Iterable[str | Path | InputSpec]) -> tuple[Path | InputSpec, ...]:
+    return tuple(v if isinstance(v, INPUT_TYPES) else Path(v) for v in values)
 
 
 def _strings(values: Iterable[object]) -> tuple[str, ...]:
@@ -91,11 +92,13 @@ def _strings(values: Iterable[object]) -> tuple[str, ...]:
 @attrs.frozen
 class Job:
     """A job to submit: its (unique) name, command-line arguments, and input files in the
-    order of the application's input template."""
+    order of the application's input template: each a local path (staged by content) or
+    an :class:`InlineInput`, :class:`RemoteInput`, :class:`ServerFile` or
+    :class:`ServerUrl`."""
 
     name: str
     args: tuple[str, ...] = attrs.field(default=(), converter=_strings)
-    inputs: tuple[Path, ...] = attrs.field(default=(), converter=_paths)
+    inputs: tuple[Path | InputSpec, ...] = attrs.field(default=(), converter=_paths)
     options: JobOptions = JobOptions()
     """Priority, target host or user, per-job input and output templates."""
 
@@ -103,7 +106,9 @@ class Job:
         return BoincJob(
             name=self.name,
             args=self.args,
-            inputs=tuple((str(p), p.name) for p in self.inputs),
+            inputs=tuple(
+                p if isinstance(p, INPUT_TYPES) else (str(p), p.name) for p in self.inputs
+            ),
             options=self.options,
         )
 
@@ -796,6 +801,7 @@ def check_job(job: Job | BoincJob) -> None:
     locally: each input a readable regular file, the arguments passable to BOINC's job
     creator. Nothing is sent (:meth:`BoincClient.submit` checks the same first)."""
     spec = job.spec() if isinstance(job, Job) else job
-    for src, _ in spec.inputs:
-        check_input(Path(src))
+    for item in spec.inputs:
+        if not isinstance(item, INPUT_TYPES):
+            check_input(Path(item[0]))
     command_line(spec.args)

@@ -7,6 +7,7 @@ from typing import Any
 
 import attrs
 
+from gahp_boinc._inputs import InputSpec
 from gahp_boinc._replies import reply_float, reply_int
 from gahp_boinc._requests import el
 
@@ -192,11 +193,12 @@ class JobOptions:
 
 @attrs.frozen
 class JobInput:
-    """A BOINC job for submit_batch: name, command line, physical names of its inputs."""
+    """A BOINC job for submit_batch: name, command line, its inputs (the physical names of
+    staged files, or inputs of another mode, :mod:`gahp_boinc._inputs`)."""
 
     name: str
     command_line: str
-    inputs: tuple[str, ...]
+    inputs: tuple[str | InputSpec, ...]
     options: JobOptions = JobOptions()
 
 

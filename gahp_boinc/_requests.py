@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from gahp_boinc._errors import RpcError
+from gahp_boinc._inputs import input_xml
 from gahp_boinc._transport import MAX_BYTES_PER_UPLOAD
 
 if TYPE_CHECKING:
@@ -65,10 +66,7 @@ def submit_batch_xml(
     for job in jobs:
         parts.append("<job>\n" + el("name", job.name) + el("command_line", job.command_line))
         parts.append(job.options.xml())
-        parts.extend(
-            f"<input_file>\n<mode>local_staged</mode>\n{el('source', src)}</input_file>\n"
-            for src in job.inputs
-        )
+        parts.extend(input_xml(src) for src in job.inputs)
         parts.append("</job>\n")
     parts.append("</batch>\n")
     return "".join(parts)
