@@ -66,6 +66,7 @@ from gahp_boinc._requests import (
 )
 from gahp_boinc._retry import RetryPolicy, post
 from gahp_boinc._route import RoutedTransport, make_client
+from gahp_boinc._templates import input_template_of
 from gahp_boinc._transport import (
     MAX_CONNECTIONS,
     TOTAL_CONNECTIONS,
@@ -224,7 +225,9 @@ class BoincRpc:
             for ref in as_list(result.get("file_ref") if isinstance(result, dict) else None):
                 if isinstance(ref, dict) and ref.get("open_name"):
                     names.append(str(ref["open_name"]).strip())
-        return Templates(n_inputs=n_inputs, output_names=tuple(names))
+        return Templates(
+            n_inputs=n_inputs, output_names=tuple(names), input_template=input_template_of(body)
+        )
 
     async def create_batch(
         self, project: Project, batch_name: str, app_name: str, expire_time: float

@@ -21,6 +21,7 @@ from gahp_boinc._errors import RpcError, StagingError
 from gahp_boinc._inputs import INPUT_TYPES, InputSpec, check_no_secret
 from gahp_boinc._rpc import BoincRpc, JobInput, JobOptions, JobParams, Project
 from gahp_boinc._staging import Md5Cache, check_input, command_line, physical_name
+from gahp_boinc._templates import with_replication
 
 log = logging.getLogger("gahp.boinc.submit")
 
@@ -134,7 +135,7 @@ async def submit(
             inputs=tuple(
                 item if isinstance(item, INPUT_TYPES) else phys_of[item[0]] for item in job.inputs
             ),
-            options=job.options,
+            options=_with_template(job.options, templates.input_template),
         )
         for job, cl in zip(req.jobs, command_lines, strict=True)
     ]
@@ -157,6 +158,18 @@ async def submit(
         report.uploaded_bytes,
     )
     return report
+
+
+def _with_template(options: JobOptions, app_template: str) -> JobOptions:
+    """The job's options with its replication values written into its own input template
+    (the application's, or the one the job brings)."""
+    values = options.replication
+    if not values:
+        return options
+    base = options.input_template or app_template
+    if not base:
+        raise StagingError("the application's input template is unknown: cannot set replication")
+    return attrs.evolve(options, input_template=with_replication(base, values))
 
 
 def _checked_inputs(jobs: Sequence[BoincJob], authenticator: str) -> dict[str, Path]:

@@ -78,6 +78,8 @@ class NewJob:
     name: str
     command_line: str
     inputs: tuple[str, ...]
+    min_quorum: int = 0  # from the job's own input template (0: the project's)
+    target_nresults: int = 0
 
 
 @attrs.frozen
@@ -336,15 +338,16 @@ class Store:
                 " create_time, mod_time, status, min_quorum, target_nresults, job_params)"
                 " VALUES (?,?,?,?,?,?,?,'UNSENT',?,?,?)",
                 [(j.name, batch_id, app_id, j.command_line, json.dumps(j.inputs), now, mod,
-                  quorum, quorum, params) for j in jobs],
+                  j.min_quorum or quorum, j.target_nresults or j.min_quorum or quorum, params)
+                 for j in jobs],
             )
             rows = db.execute(
-                "SELECT id, name FROM workunit WHERE batch_id=? ORDER BY id", (batch_id,)
-            ).fetchall()
+                "SELECT id, name, target_nresults FROM workunit WHERE batch_id=? ORDER BY id",
+                (batch_id,)).fetchall()
             db.executemany(
                 "INSERT INTO result(workunit_id, name, server_state, create_time)"
                 " VALUES (?,?,?,?)",
-                [(r[0], f"{r[1]}_{k}", UNSENT, now) for r in rows for k in range(quorum)],
+                [(r[0], f"{r[1]}_{k}", UNSENT, now) for r in rows for k in range(r[2])],
             )
             db.execute(
                 "UPDATE batch SET njobs=?, state=? WHERE id=?",

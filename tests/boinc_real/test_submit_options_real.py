@@ -150,3 +150,63 @@ def test_blahpd_submit_ad_priority_and_target_reach_the_workunit(real_boinc, tmp
         assert blah.call("BLAH_JOB_CANCEL", res[2], timeout=120)[0] == "0"
     finally:
         blah.close()
+
+
+REPLICATION = ("min_quorum", "target_nresults", "max_error_results", "max_total_results",
+               "max_success_results")
+
+
+def _replication_of(real_boinc, job: str) -> tuple[str, ...]:
+    row = real_boinc.one(f"SELECT {', '.join(REPLICATION)} FROM workunit WHERE name='{job}'")
+    return tuple(row[k] for k in REPLICATION)
+
+
+def test_replication_options_without_a_template_reach_the_workunit(real_boinc, tmp_path: Path):
+    """JobOptions(min_quorum=..., ...) alone: the client writes the app's own input template
+    with them set (the job still has its input and the app's other limits)."""
+    tag = f"rep{int(time.time() * 1000) % 10**9}"
+    (tmp_path / "in.txt").write_text(f"replication {tag}\n")
+    opts = JobOptions(min_quorum=1, target_nresults=2, max_error_results=4,
+                      max_total_results=6, max_success_results=3)
+    with SyncBoincClient(real_boinc.url, real_boinc.auth) as c:
+        c.submit(tag, real_boinc.app, [
+            Job(f"{tag}_r", args=["--cpu_time", "1"], inputs=[tmp_path / "in.txt"], options=opts),
+        ])
+        try:
+            assert _replication_of(real_boinc, f"{tag}_r") == ("1", "2", "4", "6", "3")
+            row = real_boinc.one(
+                f"SELECT rsc_fpops_est, delay_bound FROM workunit WHERE name='{tag}_r'")
+            assert float(row["rsc_fpops_est"]) == 1e10 and float(row["delay_bound"]) == 86400
+        finally:
+            c.abort_batch(tag)
+            c.retire(tag)
+
+
+def test_blahpd_replication_attributes_reach_the_workunit(real_boinc, tmp_path: Path):
+    """+BoincMinQuorum, +BoincTargetNresults, +BoincMaxErrorResults, +BoincMaxTotalResults,
+    +BoincMaxSuccessResults of a BLAH submit ad, read back from the project's database."""
+    import sys
+
+    from test_blahpd_real import ad
+
+    from gahp_core.testing import GahpClient
+
+    conf = real_boinc.blahpd_config(tmp_path)
+    (tmp_path / "in.txt").write_text("blah replication\n")
+    blah = GahpClient([sys.executable, "-m", "gahp_blah", "--config", str(conf)])
+    try:
+        res = blah.call("BLAH_JOB_SUBMIT", ad(
+            Cmd=f"{tmp_path}/{real_boinc.app}", Iwd=str(tmp_path), gridtype="boinc",
+            Arguments="--cpu_time 1", In="in.txt", BoincMinQuorum=1, BoincTargetNresults=2,
+            BoincMaxErrorResults=3, BoincMaxTotalResults=7, BoincMaxSuccessResults=4,
+        ), timeout=300)
+        assert res[0] == "0", res
+        job = res[2].rsplit("/", 1)[-1]
+        deadline = time.monotonic() + 60
+        while not real_boinc.sql(f"SELECT id FROM workunit WHERE name='{job}'"):
+            assert time.monotonic() < deadline, "the job never reached the server"
+            time.sleep(1)
+        assert _replication_of(real_boinc, job) == ("1", "2", "3", "7", "4")
+        assert blah.call("BLAH_JOB_CANCEL", res[2], timeout=120)[0] == "0"
+    finally:
+        blah.close()
