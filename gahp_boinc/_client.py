@@ -292,9 +292,10 @@ class BoincClient:
         params: JobParams | None = None,
         *,
         project: Project | None = None,
-    ) -> None:
-        """submit_batch of jobs whose inputs are already on the server (sent once)."""
-        await self.rpc.submit_batch(
+    ) -> int:
+        """submit_batch of jobs whose inputs are already on the server (sent once); the
+        batch's id."""
+        return await self.rpc.submit_batch(
             self._p(project), batch_id, app_name, jobs, params or JobParams()
         )
 
@@ -308,14 +309,19 @@ class BoincClient:
 
     async def query_batch(
         self,
-        batch_name: str,
+        batch_name: str | int,
         *,
         get_job_details: bool = True,
         get_cpu_time: bool = False,
         project: Project | None = None,
     ) -> BatchDetail:
         """query_batch: a batch's summary and its jobs (with their status and failure
-        details unless ``get_job_details`` is false; the batch's CPU time if asked)."""
+        details unless ``get_job_details`` is false; the batch's CPU time if asked).
+
+        A batch is named by its name or by its id (an ``int``, as :meth:`submit` and
+        :meth:`create_batch` return it): BOINC's batch names need not be unique, and a name
+        addresses the oldest batch of that name. So do abort_batch, retire_batch,
+        set_expire_time, lease, retire and get_batch_outputs."""
         return await self.rpc.query_batch(
             self._p(project), batch_name, get_job_details, get_cpu_time
         )
@@ -373,16 +379,16 @@ class BoincClient:
         :meth:`query_batch`): name, id, state in words, output sizes."""
         return await self.rpc.query_job(self._p(project), job_id)
 
-    async def abort_batch(self, batch_name: str, *, project: Project | None = None) -> None:
+    async def abort_batch(self, batch_name: str | int, *, project: Project | None = None) -> None:
         """abort_batch: cancel every unfinished job of a batch (the batch is aborted)."""
         await self.rpc.abort_batch(self._p(project), batch_name)
 
-    async def retire_batch(self, batch_name: str, *, project: Project | None = None) -> None:
+    async def retire_batch(self, batch_name: str | int, *, project: Project | None = None) -> None:
         """retire_batch: the server may delete the batch's files."""
         await self.rpc.retire_batch(self._p(project), batch_name)
 
     async def set_expire_time(
-        self, batch_name: str, expire_time: float, *, project: Project | None = None
+        self, batch_name: str | int, expire_time: float, *, project: Project | None = None
     ) -> None:
         """set_expire_time (a Unix time)."""
         await self.rpc.set_expire_time(self._p(project), batch_name, expire_time)
@@ -451,12 +457,14 @@ class BoincClient:
         )
 
     async def get_batch_outputs(
-        self, batch_name: str, dest: str | Path, *, project: Project | None = None
+        self, batch_name: str | int, dest: str | Path, *, project: Project | None = None
     ) -> int:
         """get_output.php's batch download: a zip of the outputs of every job of the batch
         that succeeded (members named by the files' physical names) into ``dest``; the
         byte count."""
         p = self._p(project)
+        if isinstance(batch_name, int):
+            return await self.rpc.download_batch_outputs(p, batch_name, Path(dest))
         info = (await self.rpc.query_batch(p, batch_name, get_job_details=False)).batch
         return await self.rpc.download_batch_outputs(p, info.id, Path(dest))
 
@@ -586,14 +594,14 @@ class BoincClient:
         await self.abort_jobs(names, project=project)
 
     async def lease(
-        self, batch_name: str, seconds: float, *, project: Project | None = None
+        self, batch_name: str | int, seconds: float, *, project: Project | None = None
     ) -> float:
         """Keep a batch for ``seconds`` from now (it expires then); the new expiry time."""
         expire = time.time() + seconds
         await self.set_expire_time(batch_name, expire, project=project)
         return expire
 
-    async def retire(self, batch_name: str, *, project: Project | None = None) -> None:
+    async def retire(self, batch_name: str | int, *, project: Project | None = None) -> None:
         """Retire a batch whose outputs are fetched."""
         await self.retire_batch(batch_name, project=project)
 

@@ -30,6 +30,13 @@ def xml_escape(text: str) -> str:
     return text.replace("&", "&amp;").replace(">", "&gt;").replace("<", "&lt;")
 
 
+def batch_el(batch: str | int) -> str:
+    """A batch by id (an int: ids are unique, names need not be) or by name."""
+    if isinstance(batch, int) and not isinstance(batch, bool):
+        return el("batch_id", batch)
+    return el("batch_name", batch)
+
+
 def rpc_request(command: str, project: Project | None, body: str = "") -> str:
     """A submit_rpc_handler.php / job_file.php request (with the project's authenticator
     when given)."""

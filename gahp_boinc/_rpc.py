@@ -56,6 +56,7 @@ from gahp_boinc._replies import (
 )
 from gahp_boinc._requests import (
     auth_cookie,
+    batch_el,
     el,
     estimate_batch_xml,
     rpc_request,
@@ -300,7 +301,8 @@ class BoincRpc:
         app_name: str,
         jobs: Sequence[JobInput],
         params: JobParams = DEFAULT_PARAMS,
-    ) -> None:
+    ) -> int:
+        """submit_batch: the batch's id (as the server answers it)."""
         body = await self._post(
             project,
             "submit_rpc_handler.php",
@@ -310,7 +312,8 @@ class BoincRpc:
             ),
             idempotent=False,
         )
-        parse_reply(body, "submit_batch")
+        reply = parse_reply(body, "submit_batch")
+        return reply_int(reply.get("batch_id") or batch_id, "batch_id")
 
     async def query_batch2(
         self, project: Project, batch_names: Sequence[str], min_mod_time: str
@@ -338,14 +341,14 @@ class BoincRpc:
     async def query_batch(
         self,
         project: Project,
-        batch_name: str,
+        batch_name: str | int,
         get_job_details: bool = True,
         get_cpu_time: bool = False,
     ) -> BatchDetail:
         """query_batch: the batch's summary and its jobs (with their status and failure
         details when ``get_job_details``; the batch's CPU time when ``get_cpu_time``)."""
         inner = (
-            el("batch_name", batch_name)
+            batch_el(batch_name)
             + (el("get_cpu_time", 1) if get_cpu_time else "")
             + (el("get_job_details", 1) if get_job_details else "")
         )
@@ -465,27 +468,27 @@ class BoincRpc:
             )
         return tuple(instances)
 
-    async def abort_batch(self, project: Project, batch_name: str) -> None:
+    async def abort_batch(self, project: Project, batch_name: str | int) -> None:
         """abort_batch: cancel every unfinished job of the batch."""
         body = await self._post(
             project,
             "submit_rpc_handler.php",
             "abort_batch",
-            rpc_request("abort_batch", project, el("batch_name", batch_name)),
+            rpc_request("abort_batch", project, batch_el(batch_name)),
         )
         parse_reply(body, "abort_batch")
 
-    async def retire_batch(self, project: Project, batch_name: str) -> None:
+    async def retire_batch(self, project: Project, batch_name: str | int) -> None:
         body = await self._post(
             project,
             "submit_rpc_handler.php",
             "retire_batch",
-            rpc_request("retire_batch", project, el("batch_name", batch_name)),
+            rpc_request("retire_batch", project, batch_el(batch_name)),
         )
         parse_reply(body, "retire_batch")
 
-    async def set_expire_time(self, project: Project, batch_name: str, expire: float) -> None:
-        inner = el("batch_name", batch_name) + el("expire_time", f"{expire:f}")
+    async def set_expire_time(self, project: Project, batch_name: str | int, expire: float) -> None:
+        inner = batch_el(batch_name) + el("expire_time", f"{expire:f}")
         body = await self._post(
             project,
             "submit_rpc_handler.php",

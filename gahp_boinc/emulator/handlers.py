@@ -310,11 +310,11 @@ class ProjectPages:
         files: list[list[ET.Element]] = []
         for i, job_el in enumerate(b.findall("job")):
             files.append(job_el.findall("input_file"))
-            own = job_el.find("input_template/workunit")  # replaces the app's template
+            wu_el = job_el.find("input_template/workunit")  # replaces the app's template
             jobs.append(NewJob(_text(job_el, "name") or f"job_{i}",
                                _text(job_el, "command_line"), (),
-                               php_int(_text(own, "min_quorum")) if own is not None else 0,
-                               php_int(_text(own, "target_nresults")) if own is not None else 0))
+                               php_int(_text(wu_el, "min_quorum")),
+                               php_int(_text(wu_el, "target_nresults"))))
         alloc = b.find("allocation_priority")
         # PHP: an empty element (<allocation_priority/>) is false, any other true
         if alloc is not None and (alloc.text or len(alloc) or alloc.attrib):

@@ -210,3 +210,63 @@ def test_blahpd_replication_attributes_reach_the_workunit(real_boinc, tmp_path: 
         assert blah.call("BLAH_JOB_CANCEL", res[2], timeout=120)[0] == "0"
     finally:
         blah.close()
+
+
+def test_batches_are_addressed_by_id_where_names_repeat(real_boinc, tmp_path: Path):
+    """BOINC's names need not be unique (lookup_name finds one of them): the id returned by
+    submit addresses exactly its batch in query_batch, set_expire_time, abort and retire."""
+    tag = f"bid{int(time.time() * 1000) % 10**9}"
+    (tmp_path / "in.txt").write_text(f"by id {tag}\n")
+    inputs = [tmp_path / "in.txt"]
+    with SyncBoincClient(real_boinc.url, real_boinc.auth) as c:
+        first = c.submit(tag, real_boinc.app, [Job(f"{tag}_1", ["--cpu_time", "1"], inputs)])
+        second = c.submit(tag, real_boinc.app, [Job(f"{tag}_2", ["--cpu_time", "1"], inputs)])
+        try:
+            ids = {r["id"] for r in real_boinc.sql(f"SELECT id FROM batch WHERE name='{tag}'")}
+            assert ids == {str(first.batch_id), str(second.batch_id)}
+            assert [j.name for j in c.query_batch(second.batch_id).jobs] == [f"{tag}_2"]
+            c.set_expire_time(second.batch_id, 2_000_000_000)
+            rows = {r["id"]: r["expire_time"] for r in real_boinc.sql(
+                f"SELECT id, expire_time FROM batch WHERE name='{tag}'")}
+            assert float(rows[str(second.batch_id)]) == 2e9
+            assert float(rows[str(first.batch_id)]) != 2e9
+            c.abort_batch(second.batch_id)
+            state = real_boinc.one(f"SELECT state FROM batch WHERE id={first.batch_id}")
+            assert state["state"] == "1", state  # in progress: only the second was aborted
+        finally:
+            for batch in (first.batch_id, second.batch_id):
+                c.abort_batch(batch)
+                c.retire(batch)
+        states = {r["id"]: r["state"] for r in real_boinc.sql(
+            f"SELECT id, state FROM batch WHERE name='{tag}'")}
+        assert set(states.values()) == {"4"}, states  # both retired, each by its id
+
+
+def test_boinc_gahp_submit_options_reach_the_workunit(real_boinc, tmp_path: Path):
+    """BOINC_SUBMIT's NAME=VALUE options after the six job parameters (an extension the
+    gridmanager does not send): the batch priority and replication of every job."""
+    import sys
+
+    from gahp_core.testing import GahpClient
+
+    tag = f"gx{int(time.time() * 1000) % 10**9}"
+    (tmp_path / "in.txt").write_text(f"gahp options {tag}\n")
+    gahp = GahpClient([sys.executable, "-m", "gahp_boinc"])
+    try:
+        assert gahp.command("BOINC_SELECT_PROJECT", real_boinc.url, real_boinc.auth) == ["S"]
+        res = gahp.call(
+            "BOINC_SUBMIT", tag, real_boinc.app, "1", f"{tag}#1.0", "2", "--cpu_time", "1",
+            "1", str(tmp_path / "in.txt"), "in", *["NULL"] * 6, "priority=6",
+            "min_quorum=1", "target_nresults=2", "max_total_results=5", timeout=300,
+        )
+        assert res == ["NULL"], res
+        row = real_boinc.one(
+            "SELECT priority, min_quorum, target_nresults, max_total_results FROM workunit"
+            f" WHERE name='{tag}#1.0'")
+        assert (row["priority"], row["min_quorum"], row["target_nresults"],
+                row["max_total_results"]) == ("6", "1", "2", "5"), row
+    finally:
+        gahp.close()
+        with SyncBoincClient(real_boinc.url, real_boinc.auth) as c:
+            c.abort_batch(tag)
+            c.retire(tag)
