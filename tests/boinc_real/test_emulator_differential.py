@@ -721,6 +721,27 @@ step("get_output2_bad_command")(lambda c: c.side.get(f"get_output2.php?cmd=zip&a
 step("get_output2_bad_authenticator")(lambda c: c.side.get(
     f"get_output2.php?cmd=workunit&wu_id={c.side.ids['done_wu']}&auth={'0' * 32}"))
 
+def _logged_in(c: Ctx, page_and_query: str, auth: str = "") -> Raw:
+    """A GET with BOINC's login cookie (get_output3.php knows no other authentication)."""
+    return c.side._fetch("GET", page_and_query, headers={"Cookie": f"auth={auth or c.auth}"})
+
+
+# get_output3.php (batch-collect outputs) asked about a job of an ordinary app: its outputs
+# were never moved to results/<batch>/
+step("get_output3_file_not_collected")(lambda c: _logged_in(
+    c, f"get_output3.php?action=get_file&result_id={c.side.ids['done_res']}&index=0&download=1"))
+step("get_output3_bad_index")(lambda c: _logged_in(
+    c, f"get_output3.php?action=get_file&result_id={c.side.ids['done_res']}&index=4"))
+step("get_output3_unknown_instance")(lambda c: _logged_in(
+    c, "get_output3.php?action=get_file&result_id=999999999&index=0"))
+step("get_output3_not_owner")(lambda c: _logged_in(
+    c, f"get_output3.php?action=get_file&result_id={c.side.ids['done_res']}&index=0",
+    auth=c.nosubmit))
+step("get_output3_batch_zip_no_dir")(lambda c: _logged_in(
+    c, f"get_output3.php?action=get_batch_zip&batch_id={c.side.ids['done_batch']}"))
+step("get_output3_batch_tar_no_dir")(lambda c: _logged_in(
+    c, f"get_output3.php?action=get_batch_tar&batch_id={c.side.ids['done_batch']}"))
+
 #: steps that need the finished jobs, and the ids found on the way
 FINISHED_FROM = "query_batch_done"
 
@@ -750,8 +771,9 @@ def run(real_boinc: RealBoinc, tmp_path_factory: pytest.TempPathFactory) -> Iter
     """Every step on the real server, then on the emulator; the normalised replies."""
     start = time.monotonic()
     state = tmp_path_factory.mktemp("emulator")
-    # no batch expiry: the project runs no expiry daemon
-    emu = EmulatorServer(state_dir=state, job_delay=0.05, volunteers=2, expire_batches=False)
+    # the emulator's defaults: a stock project (no expiry of leased batches, retire cancels
+    # only unsent jobs), as the real one
+    emu = EmulatorServer(state_dir=state, job_delay=0.05, volunteers=2)
     with emu, httpx.Client(timeout=60) as rh, httpx.Client(timeout=60) as eh:
         emu.add_user("gahpuser", True, authenticator=real_boinc.auth)
         emu.add_user("nosubmit", False, authenticator=real_boinc.nosubmit_auth)
