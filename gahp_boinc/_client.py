@@ -35,6 +35,7 @@ from gahp_boinc._errors import BoincError
 from gahp_boinc._inputs import INPUT_TYPES, InputSpec
 from gahp_boinc._outputs import FetchRequest, fetch_output
 from gahp_boinc._rpc import (
+    MAX_DOWNLOAD_BYTES,
     MAX_REPLY_BYTES,
     BatchDetail,
     BatchInfo,
@@ -152,6 +153,8 @@ class BoincClient:
             once, :meth:`submit` recovers them safely.
         deadline: seconds within which an RPC and its retries end.
         max_reply_bytes: the largest RPC reply accepted (downloads are streamed to disk).
+        max_download_bytes: the largest output download written to disk (a file or an
+            archive; default 4 GiB): a bigger one is refused and nothing of it is kept.
         backoff: seconds before the first retry (doubling, with jitter).
         lease_seconds: how long a batch made by :meth:`submit` lives unless leased again.
         run_in_worker: ``await run_in_worker(fn, *args)`` runs blocking work (MD5 of
@@ -174,6 +177,7 @@ class BoincClient:
         backoff: float = 0.5,
         lease_seconds: float = 3600.0,
         max_reply_bytes: int = MAX_REPLY_BYTES,
+        max_download_bytes: int = MAX_DOWNLOAD_BYTES,
         run_in_worker: Callable[..., Awaitable[Any]] | None = None,
     ) -> None:
         if (url is None) != (authenticator is None):
@@ -189,6 +193,9 @@ class BoincClient:
             verify=verify,
             max_reply_bytes=max_reply_bytes,
         )
+        if max_download_bytes < 1:
+            raise ValueError("max_download_bytes must be positive")
+        self.rpc.max_download_bytes = max_download_bytes
         self.lease_seconds = lease_seconds
         self.md5 = Md5Cache()
         self.submit_state = SubmitState()

@@ -20,6 +20,7 @@ import attrs
 
 from gahp_boinc._downloads import (
     COLLECTABLE,
+    MAX_DOWNLOAD_BYTES,
     fetch,
     gunzip_in_place,
     is_gzip,
@@ -83,6 +84,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "BATCH_STATES",
+    "MAX_DOWNLOAD_BYTES",
     "MAX_REPLY_BYTES",
     "BatchDetail",
     "BatchInfo",
@@ -107,7 +109,7 @@ DEFAULT_PARAMS = JobParams()
 """Every job parameter left to the server."""
 MAX_REPLY_BYTES = 64 * 1024 * 1024
 """The default limit on the size of an RPC reply (downloads are written to disk as they
-arrive and have none)."""
+arrive, up to :data:`MAX_DOWNLOAD_BYTES`)."""
 
 
 class BoincRpc:
@@ -144,6 +146,7 @@ class BoincRpc:
         )
         self.retry = retry or RetryPolicy(deadline, max_tries, backoff)
         self.max_reply_bytes = max_reply_bytes
+        self.max_download_bytes = MAX_DOWNLOAD_BYTES
         self.calls: dict[str, int] = {}
         # Requests beyond the pool's connections wait here, not in httpcore's pool: its
         # queue costs O(queued x connections) per assignment, which with a thousand GAHP
@@ -666,4 +669,6 @@ class BoincRpc:
     ) -> tuple[int, str]:
         """:meth:`_download`, also giving the file name the server announced."""
         self.calls["get_output"] = self.calls.get("get_output", 0) + 1
-        return await fetch(self.transport, self._slots, url, shown, what, dest, cookie)
+        return await fetch(
+            self.transport, self._slots, url, shown, what, dest, cookie, self.max_download_bytes
+        )

@@ -440,3 +440,19 @@ def test_batches_are_addressed_by_id_where_names_repeat(paused, tmp_path):
     paused.retire(second)
     assert second not in [b.id for b in paused.query_batches()]
     assert first in [b.id for b in paused.query_batches()]
+
+
+def test_a_download_over_the_cap_is_refused_and_nothing_is_kept(emu, tmp_path):
+    (src,) = _inputs(tmp_path, "a little more than ten bytes\n")
+    batch = _name("cap")
+    with SyncBoincClient(emu.url, emu.authenticator, max_download_bytes=10) as c:
+        c.submit(batch, "uppercase", [Job(f"{batch}-0", inputs=[src])])
+        c.wait(batch, interval=0.1, timeout=60)
+        dest = tmp_path / "capped"
+        with pytest.raises(RpcError, match="over 10"):
+            c.get_output(f"{batch}-0", 0, dest)
+        with pytest.raises(RpcError, match="over 10"):
+            c.get_batch_outputs(batch, tmp_path / "batch.zip")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["input0.txt"]
+    with pytest.raises(ValueError):
+        BoincClient(emu.url, emu.authenticator, max_download_bytes=0)
