@@ -315,6 +315,14 @@ class ProjectPages:
                                _text(job_el, "command_line"), (),
                                php_int(_text(wu_el, "min_quorum")),
                                php_int(_text(wu_el, "target_nresults"))))
+        # validate_batch(), then stage_files(): before the batch is looked up
+        need = len(spec.inputs)
+        for i, fs in enumerate(files):
+            if len(fs) != need:
+                raise RequestRefused(
+                    f"wrong # of input files for job {i}: need {need}, got {len(fs)}")
+        jobs = [attrs.evolve(j, inputs=tuple(self._stage_file(f) for f in fs))
+                for j, fs in zip(jobs, files, strict=True)]
         alloc = b.find("allocation_priority")
         # PHP: an empty element (<allocation_priority/>) is false, any other true
         if alloc is not None and (alloc.text or len(alloc) or alloc.attrib):
@@ -337,13 +345,6 @@ class ProjectPages:
                 raise RequestRefused("not owner of batch")
             if batch["state"] != BATCH_INIT:
                 raise RequestRefused("batch not in init state")
-        need = len(spec.inputs)
-        for i, fs in enumerate(files):
-            if len(fs) != need:
-                raise RequestRefused(
-                    f"wrong # of input files for job {i}: need {need}, got {len(fs)}")
-        jobs = [attrs.evolve(j, inputs=tuple(self._stage_file(f) for f in fs))
-                for j, fs in zip(jobs, files, strict=True)]
         self._check_create_work(jobs, app["id"], bid)
         if not bid:
             name = _text(b, "batch_name") or f"batch_{int(self.store.clock())}"
