@@ -134,7 +134,7 @@ def submit_options(fields: Sequence[str], params: JobParams) -> tuple[JobParams,
         if name in values:
             raise _bad(f"BOINC_SUBMIT option {name} is given twice")
         digits = text[1:] if text.startswith("-") else text
-        if not digits.isdigit() or len(text) > 12:
+        if not (digits.isascii() and digits.isdigit()) or len(text) > 12:
             raise _bad(f"BOINC_SUBMIT option {name} is not an integer: {text[:40]!r}")
         values[name] = int(text)
     if values.get("allocation_priority", 0) not in (0, 1):

@@ -394,6 +394,7 @@ def test_submit_options_after_the_six_job_parameters(gahp, emulator, inputs):
         (["colour=3"], "unknown"),
         (["priority=1", "priority=2"], "twice"),
         (["priority=high"], "not an integer"),
+        (["priority=\u00b2"], "not an integer"),
         (["min_quorum=3", "target_nresults=2"], "min_quorum"),
         (["allocation_priority=2"], "0 or 1"),
     ]:
