@@ -157,6 +157,11 @@ DRIVER_INT_OPTIONS = {
     "BoincPriority": "priority",
     "BoincTargetHost": "target_host",
     "BoincTargetUser": "target_user",
+    "BoincMinQuorum": "min_quorum",
+    "BoincTargetNresults": "target_nresults",
+    "BoincMaxErrorResults": "max_error_results",
+    "BoincMaxTotalResults": "max_total_results",
+    "BoincMaxSuccessResults": "max_success_results",
 }
 """Integer submit-ad attributes passed to the job driver as options (their decimal text)."""
 

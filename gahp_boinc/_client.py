@@ -32,8 +32,10 @@ from typing import TYPE_CHECKING, Any, Concatenate, Generic, ParamSpec, TypeVar,
 import attrs
 
 from gahp_boinc._errors import BoincError
+from gahp_boinc._inputs import INPUT_TYPES, InputSpec
 from gahp_boinc._outputs import FetchRequest, fetch_output
 from gahp_boinc._rpc import (
+    MAX_DOWNLOAD_BYTES,
     MAX_REPLY_BYTES,
     BatchDetail,
     BatchInfo,
@@ -80,8 +82,8 @@ def project(url: str, authenticator: str) -> Project:
     return Project(url=url if url.endswith("/") else url + "/", authenticator=authenticator)
 
 
-def _paths(values: Iterable[str | Path]) -> tuple[Path, ...]:
-    return tuple(Path(v) for v in values)
+def _paths(values: Iterable[str | Path | InputSpec]) -> tuple[Path | InputSpec, ...]:
+    return tuple(v if isinstance(v, INPUT_TYPES) else Path(v) for v in values)
 
 
 def _strings(values: Iterable[object]) -> tuple[str, ...]:
@@ -91,11 +93,13 @@ def _strings(values: Iterable[object]) -> tuple[str, ...]:
 @attrs.frozen
 class Job:
     """A job to submit: its (unique) name, command-line arguments, and input files in the
-    order of the application's input template."""
+    order of the application's input template: each a local path (staged by content) or
+    an :class:`InlineInput`, :class:`RemoteInput`, :class:`ServerFile` or
+    :class:`ServerUrl`."""
 
     name: str
     args: tuple[str, ...] = attrs.field(default=(), converter=_strings)
-    inputs: tuple[Path, ...] = attrs.field(default=(), converter=_paths)
+    inputs: tuple[Path | InputSpec, ...] = attrs.field(default=(), converter=_paths)
     options: JobOptions = JobOptions()
     """Priority, target host or user, per-job input and output templates."""
 
@@ -103,7 +107,9 @@ class Job:
         return BoincJob(
             name=self.name,
             args=self.args,
-            inputs=tuple((str(p), p.name) for p in self.inputs),
+            inputs=tuple(
+                p if isinstance(p, INPUT_TYPES) else (str(p), p.name) for p in self.inputs
+            ),
             options=self.options,
         )
 
@@ -147,6 +153,8 @@ class BoincClient:
             once, :meth:`submit` recovers them safely.
         deadline: seconds within which an RPC and its retries end.
         max_reply_bytes: the largest RPC reply accepted (downloads are streamed to disk).
+        max_download_bytes: the largest output download written to disk (a file or an
+            archive; default 4 GiB): a bigger one is refused and nothing of it is kept.
         backoff: seconds before the first retry (doubling, with jitter).
         lease_seconds: how long a batch made by :meth:`submit` lives unless leased again.
         run_in_worker: ``await run_in_worker(fn, *args)`` runs blocking work (MD5 of
@@ -169,6 +177,7 @@ class BoincClient:
         backoff: float = 0.5,
         lease_seconds: float = 3600.0,
         max_reply_bytes: int = MAX_REPLY_BYTES,
+        max_download_bytes: int = MAX_DOWNLOAD_BYTES,
         run_in_worker: Callable[..., Awaitable[Any]] | None = None,
     ) -> None:
         if (url is None) != (authenticator is None):
@@ -184,6 +193,9 @@ class BoincClient:
             verify=verify,
             max_reply_bytes=max_reply_bytes,
         )
+        if max_download_bytes < 1:
+            raise ValueError("max_download_bytes must be positive")
+        self.rpc.max_download_bytes = max_download_bytes
         self.lease_seconds = lease_seconds
         self.md5 = Md5Cache()
         self.submit_state = SubmitState()
@@ -287,9 +299,10 @@ class BoincClient:
         params: JobParams | None = None,
         *,
         project: Project | None = None,
-    ) -> None:
-        """submit_batch of jobs whose inputs are already on the server (sent once)."""
-        await self.rpc.submit_batch(
+    ) -> int:
+        """submit_batch of jobs whose inputs are already on the server (sent once); the
+        batch's id."""
+        return await self.rpc.submit_batch(
             self._p(project), batch_id, app_name, jobs, params or JobParams()
         )
 
@@ -303,14 +316,19 @@ class BoincClient:
 
     async def query_batch(
         self,
-        batch_name: str,
+        batch_name: str | int,
         *,
         get_job_details: bool = True,
         get_cpu_time: bool = False,
         project: Project | None = None,
     ) -> BatchDetail:
         """query_batch: a batch's summary and its jobs (with their status and failure
-        details unless ``get_job_details`` is false; the batch's CPU time if asked)."""
+        details unless ``get_job_details`` is false; the batch's CPU time if asked).
+
+        A batch is named by its name or by its id (an ``int``, as :meth:`submit` and
+        :meth:`create_batch` return it): BOINC's batch names need not be unique, and a name
+        addresses the oldest batch of that name. So do abort_batch, retire_batch,
+        set_expire_time, lease, retire and get_batch_outputs."""
         return await self.rpc.query_batch(
             self._p(project), batch_name, get_job_details, get_cpu_time
         )
@@ -368,16 +386,16 @@ class BoincClient:
         :meth:`query_batch`): name, id, state in words, output sizes."""
         return await self.rpc.query_job(self._p(project), job_id)
 
-    async def abort_batch(self, batch_name: str, *, project: Project | None = None) -> None:
+    async def abort_batch(self, batch_name: str | int, *, project: Project | None = None) -> None:
         """abort_batch: cancel every unfinished job of a batch (the batch is aborted)."""
         await self.rpc.abort_batch(self._p(project), batch_name)
 
-    async def retire_batch(self, batch_name: str, *, project: Project | None = None) -> None:
+    async def retire_batch(self, batch_name: str | int, *, project: Project | None = None) -> None:
         """retire_batch: the server may delete the batch's files."""
         await self.rpc.retire_batch(self._p(project), batch_name)
 
     async def set_expire_time(
-        self, batch_name: str, expire_time: float, *, project: Project | None = None
+        self, batch_name: str | int, expire_time: float, *, project: Project | None = None
     ) -> None:
         """set_expire_time (a Unix time)."""
         await self.rpc.set_expire_time(self._p(project), batch_name, expire_time)
@@ -446,12 +464,14 @@ class BoincClient:
         )
 
     async def get_batch_outputs(
-        self, batch_name: str, dest: str | Path, *, project: Project | None = None
+        self, batch_name: str | int, dest: str | Path, *, project: Project | None = None
     ) -> int:
         """get_output.php's batch download: a zip of the outputs of every job of the batch
         that succeeded (members named by the files' physical names) into ``dest``; the
         byte count."""
         p = self._p(project)
+        if isinstance(batch_name, int):
+            return await self.rpc.download_batch_outputs(p, batch_name, Path(dest))
         info = (await self.rpc.query_batch(p, batch_name, get_job_details=False)).batch
         return await self.rpc.download_batch_outputs(p, info.id, Path(dest))
 
@@ -581,14 +601,14 @@ class BoincClient:
         await self.abort_jobs(names, project=project)
 
     async def lease(
-        self, batch_name: str, seconds: float, *, project: Project | None = None
+        self, batch_name: str | int, seconds: float, *, project: Project | None = None
     ) -> float:
         """Keep a batch for ``seconds`` from now (it expires then); the new expiry time."""
         expire = time.time() + seconds
         await self.set_expire_time(batch_name, expire, project=project)
         return expire
 
-    async def retire(self, batch_name: str, *, project: Project | None = None) -> None:
+    async def retire(self, batch_name: str | int, *, project: Project | None = None) -> None:
         """Retire a batch whose outputs are fetched."""
         await self.retire_batch(batch_name, project=project)
 
@@ -796,6 +816,7 @@ def check_job(job: Job | BoincJob) -> None:
     locally: each input a readable regular file, the arguments passable to BOINC's job
     creator. Nothing is sent (:meth:`BoincClient.submit` checks the same first)."""
     spec = job.spec() if isinstance(job, Job) else job
-    for src, _ in spec.inputs:
-        check_input(Path(src))
+    for item in spec.inputs:
+        if not isinstance(item, INPUT_TYPES):
+            check_input(Path(item[0]))
     command_line(spec.args)

@@ -18,6 +18,10 @@ COLLECTABLE = re.compile(r"[\w\-. ]{1,255}")
 """Job names get_output3.php's get_file accepts (its is_valid_filename)."""
 
 
+MAX_DOWNLOAD_BYTES = 4 * 1024**3
+"""The largest output download written to disk (a file, a job's or batch's archive)."""
+
+
 async def fetch(
     transport: Transport,
     slots: Slots,
@@ -26,11 +30,13 @@ async def fetch(
     what: str,
     dest: Path,
     cookie: str | None = None,
+    max_bytes: int = MAX_DOWNLOAD_BYTES,
 ) -> tuple[int, str]:
     """GET a get_output*.php download into ``dest`` (through a temporary name, so an error
     body or an interrupted transfer never replaces a file): its byte count and the file
     name the server announced (its ``Content-Disposition``; '' when none). ``shown``: the
-    URL as errors show it (no secret), ``what``: the file as they name it."""
+    URL as errors show it (no secret), ``what``: the file as they name it. A download over
+    ``max_bytes`` (announced or not) is refused and nothing of it kept."""
     tmp = part_path(dest)
     placed = False
     try:
@@ -51,12 +57,16 @@ async def fetch(
                     text = "the project answered with a web page, not the file"
                 raise rpc_error(f"get_output failed for {what}: {text}", text)
             size = 0
+            expected = resp.headers.get("content-length")
+            if expected is not None and expected.isdigit() and int(expected) > max_bytes:
+                raise RpcError(f"get_output: {what} is {expected} bytes, over {max_bytes}")
             fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
             with os.fdopen(fd, "wb") as fh:  # in pieces, whatever the framing
                 async for chunk in resp.aiter_bytes(READ_SIZE):
-                    fh.write(chunk)
                     size += len(chunk)
-            expected = resp.headers.get("content-length")
+                    if size > max_bytes:
+                        raise RpcError(f"get_output: {what} is over {max_bytes} bytes")
+                    fh.write(chunk)
             if expected is not None and expected.isdigit() and int(expected) != size:
                 raise RpcError(f"get_output: {what} truncated ({size} of {expected} bytes)")
             announced = disposition_name(resp.headers.get("content-disposition", ""))

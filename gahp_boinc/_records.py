@@ -7,8 +7,10 @@ from typing import Any
 
 import attrs
 
+from gahp_boinc._inputs import InputSpec
 from gahp_boinc._replies import reply_float, reply_int
 from gahp_boinc._requests import el
+from gahp_boinc._templates import REPLICATION_FIELDS, check_replication
 
 
 @attrs.frozen
@@ -28,6 +30,8 @@ class Templates:
 
     n_inputs: int
     output_names: tuple[str, ...]
+    input_template: str = ""
+    """The application's ``<input_template>`` as XML ("" when the reply had none)."""
 
 
 @attrs.frozen
@@ -165,16 +169,31 @@ def _template(root: str) -> Any:
 class JobOptions:
     """Per-job options of submit_batch (None or 0: the server's default).
 
-    ``input_template`` (an ``<input_template>`` document) is the way to set a job's
-    ``min_quorum``, ``target_nresults``, ``max_error_results``, ``max_total_results``,
-    ``max_success_results``; ``output_template`` its outputs' limits and gzip. ``target_host``
-    / ``target_user``: the job is sent to that host / user (database ids) only."""
+    ``min_quorum``, ``target_nresults``, ``max_error_results``, ``max_total_results`` and
+    ``max_success_results`` (replication and quorum) travel in a per-job input template:
+    :meth:`BoincClient.submit` writes the application's own with them set (or amends
+    ``input_template`` when given). ``output_template``: the outputs' limits and gzip.
+    ``target_host`` / ``target_user``: the job is sent to that host / user (database ids)
+    only."""
 
     priority: int | None = None
     target_host: int = 0
     target_user: int = 0
     input_template: str | None = attrs.field(default=None, validator=_template("input_template"))
     output_template: str | None = attrs.field(default=None, validator=_template("output_template"))
+    min_quorum: int | None = None
+    target_nresults: int | None = None
+    max_error_results: int | None = None
+    max_total_results: int | None = None
+    max_success_results: int | None = None
+
+    def __attrs_post_init__(self) -> None:
+        check_replication(self.replication)
+
+    @property
+    def replication(self) -> dict[str, int | None]:
+        """The replication and quorum values set (None: the template's)."""
+        return {k: v for k in REPLICATION_FIELDS if (v := getattr(self, k)) is not None}
 
     def xml(self) -> str:
         parts = []
@@ -192,11 +211,12 @@ class JobOptions:
 
 @attrs.frozen
 class JobInput:
-    """A BOINC job for submit_batch: name, command line, physical names of its inputs."""
+    """A BOINC job for submit_batch: name, command line, its inputs (the physical names of
+    staged files, or inputs of another mode, :mod:`gahp_boinc._inputs`)."""
 
     name: str
     command_line: str
-    inputs: tuple[str, ...]
+    inputs: tuple[str | InputSpec, ...]
     options: JobOptions = JobOptions()
 
 

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from gahp_boinc._errors import RpcError
+from gahp_boinc._inputs import input_xml
 from gahp_boinc._transport import MAX_BYTES_PER_UPLOAD
 
 if TYPE_CHECKING:
@@ -27,6 +28,13 @@ def xml_escape(text: str) -> str:
     """``&``, ``<`` and ``>`` as entities (as ``xml.sax.saxutils.escape``, whose import
     brings urllib.request and the email package)."""
     return text.replace("&", "&amp;").replace(">", "&gt;").replace("<", "&lt;")
+
+
+def batch_el(batch: str | int) -> str:
+    """A batch by id (an int: ids are unique, names need not be) or by name."""
+    if isinstance(batch, int) and not isinstance(batch, bool):
+        return el("batch_id", batch)
+    return el("batch_name", batch)
 
 
 def rpc_request(command: str, project: Project | None, body: str = "") -> str:
@@ -65,10 +73,7 @@ def submit_batch_xml(
     for job in jobs:
         parts.append("<job>\n" + el("name", job.name) + el("command_line", job.command_line))
         parts.append(job.options.xml())
-        parts.extend(
-            f"<input_file>\n<mode>local_staged</mode>\n{el('source', src)}</input_file>\n"
-            for src in job.inputs
-        )
+        parts.extend(input_xml(src) for src in job.inputs)
         parts.append("</job>\n")
     parts.append("</batch>\n")
     return "".join(parts)

@@ -20,6 +20,7 @@ import attrs
 
 from gahp_boinc._downloads import (
     COLLECTABLE,
+    MAX_DOWNLOAD_BYTES,
     fetch,
     gunzip_in_place,
     is_gzip,
@@ -56,6 +57,7 @@ from gahp_boinc._replies import (
 )
 from gahp_boinc._requests import (
     auth_cookie,
+    batch_el,
     el,
     estimate_batch_xml,
     rpc_request,
@@ -66,6 +68,7 @@ from gahp_boinc._requests import (
 )
 from gahp_boinc._retry import RetryPolicy, post
 from gahp_boinc._route import RoutedTransport, make_client
+from gahp_boinc._templates import input_template_of
 from gahp_boinc._transport import (
     MAX_CONNECTIONS,
     TOTAL_CONNECTIONS,
@@ -81,6 +84,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "BATCH_STATES",
+    "MAX_DOWNLOAD_BYTES",
     "MAX_REPLY_BYTES",
     "BatchDetail",
     "BatchInfo",
@@ -105,7 +109,7 @@ DEFAULT_PARAMS = JobParams()
 """Every job parameter left to the server."""
 MAX_REPLY_BYTES = 64 * 1024 * 1024
 """The default limit on the size of an RPC reply (downloads are written to disk as they
-arrive and have none)."""
+arrive, up to :data:`MAX_DOWNLOAD_BYTES`)."""
 
 
 class BoincRpc:
@@ -142,6 +146,7 @@ class BoincRpc:
         )
         self.retry = retry or RetryPolicy(deadline, max_tries, backoff)
         self.max_reply_bytes = max_reply_bytes
+        self.max_download_bytes = MAX_DOWNLOAD_BYTES
         self.calls: dict[str, int] = {}
         # Requests beyond the pool's connections wait here, not in httpcore's pool: its
         # queue costs O(queued x connections) per assignment, which with a thousand GAHP
@@ -224,7 +229,9 @@ class BoincRpc:
             for ref in as_list(result.get("file_ref") if isinstance(result, dict) else None):
                 if isinstance(ref, dict) and ref.get("open_name"):
                     names.append(str(ref["open_name"]).strip())
-        return Templates(n_inputs=n_inputs, output_names=tuple(names))
+        return Templates(
+            n_inputs=n_inputs, output_names=tuple(names), input_template=input_template_of(body)
+        )
 
     async def create_batch(
         self, project: Project, batch_name: str, app_name: str, expire_time: float
@@ -297,7 +304,8 @@ class BoincRpc:
         app_name: str,
         jobs: Sequence[JobInput],
         params: JobParams = DEFAULT_PARAMS,
-    ) -> None:
+    ) -> int:
+        """submit_batch: the batch's id (as the server answers it)."""
         body = await self._post(
             project,
             "submit_rpc_handler.php",
@@ -307,7 +315,8 @@ class BoincRpc:
             ),
             idempotent=False,
         )
-        parse_reply(body, "submit_batch")
+        reply = parse_reply(body, "submit_batch")
+        return reply_int(reply.get("batch_id") or batch_id, "batch_id")
 
     async def query_batch2(
         self, project: Project, batch_names: Sequence[str], min_mod_time: str
@@ -335,14 +344,14 @@ class BoincRpc:
     async def query_batch(
         self,
         project: Project,
-        batch_name: str,
+        batch_name: str | int,
         get_job_details: bool = True,
         get_cpu_time: bool = False,
     ) -> BatchDetail:
         """query_batch: the batch's summary and its jobs (with their status and failure
         details when ``get_job_details``; the batch's CPU time when ``get_cpu_time``)."""
         inner = (
-            el("batch_name", batch_name)
+            batch_el(batch_name)
             + (el("get_cpu_time", 1) if get_cpu_time else "")
             + (el("get_job_details", 1) if get_job_details else "")
         )
@@ -462,27 +471,27 @@ class BoincRpc:
             )
         return tuple(instances)
 
-    async def abort_batch(self, project: Project, batch_name: str) -> None:
+    async def abort_batch(self, project: Project, batch_name: str | int) -> None:
         """abort_batch: cancel every unfinished job of the batch."""
         body = await self._post(
             project,
             "submit_rpc_handler.php",
             "abort_batch",
-            rpc_request("abort_batch", project, el("batch_name", batch_name)),
+            rpc_request("abort_batch", project, batch_el(batch_name)),
         )
         parse_reply(body, "abort_batch")
 
-    async def retire_batch(self, project: Project, batch_name: str) -> None:
+    async def retire_batch(self, project: Project, batch_name: str | int) -> None:
         body = await self._post(
             project,
             "submit_rpc_handler.php",
             "retire_batch",
-            rpc_request("retire_batch", project, el("batch_name", batch_name)),
+            rpc_request("retire_batch", project, batch_el(batch_name)),
         )
         parse_reply(body, "retire_batch")
 
-    async def set_expire_time(self, project: Project, batch_name: str, expire: float) -> None:
-        inner = el("batch_name", batch_name) + el("expire_time", f"{expire:f}")
+    async def set_expire_time(self, project: Project, batch_name: str | int, expire: float) -> None:
+        inner = batch_el(batch_name) + el("expire_time", f"{expire:f}")
         body = await self._post(
             project,
             "submit_rpc_handler.php",
@@ -660,4 +669,6 @@ class BoincRpc:
     ) -> tuple[int, str]:
         """:meth:`_download`, also giving the file name the server announced."""
         self.calls["get_output"] = self.calls.get("get_output", 0) + 1
-        return await fetch(self.transport, self._slots, url, shown, what, dest, cookie)
+        return await fetch(
+            self.transport, self._slots, url, shown, what, dest, cookie, self.max_download_bytes
+        )

@@ -71,6 +71,7 @@ from gahp_boinc import (
     CompletedJob,
     FetchRequest,
     JobDetail,
+    JobOptions,
     NoSuchBatch,
     NoSuchJob,
     Project,
@@ -94,7 +95,14 @@ from gahp_lrms._boinc_outcome import (
 )
 from gahp_lrms._boinc_owners import Owners
 from gahp_lrms._boinc_planner import BatchPlanner, Group, GroupKey, new_batch_name
-from gahp_lrms._boinc_store import BatchRecord, JobRecord, JobState, JobStore
+from gahp_lrms._boinc_store import (
+    REPLICATION_ATTRIBUTES,
+    BatchRecord,
+    JobRecord,
+    JobState,
+    JobStore,
+    replication_kwargs,
+)
 from gahp_lrms.base import Driver
 from gahp_lrms.config import BoincDriverConfig
 from gahp_lrms.model import DriverError, JobInfo, JobSpec, JobStatus, refuse_requests
@@ -307,6 +315,7 @@ class BoincDriver(RegistryHolder, Driver):
             priority=_int_option(spec, "priority"),
             target_host=_int_option(spec, "target_host") or 0,
             target_user=_int_option(spec, "target_user") or 0,
+            replication=_replication(spec),
         )
         try:
             check_job(rec.boinc_job())
@@ -879,3 +888,20 @@ def _int_option(spec: JobSpec, key: str) -> int | None:
     if key != "priority" and value < 0:
         raise DriverError(f"{key} must be a database id (0 or more), not {value}")
     return value
+
+
+def _replication(spec: JobSpec) -> dict[str, int]:
+    """The replication and quorum options of the submit ad, checked as BOINC would."""
+    values = {}
+    for key in REPLICATION_ATTRIBUTES:
+        value = _int_option(spec, key)
+        if value is not None:
+            values[key] = value
+    try:
+        JobOptions(**replication_kwargs(values))
+    except ValueError as exc:
+        text = str(exc)
+        for key, attr in REPLICATION_ATTRIBUTES.items():
+            text = text.replace(key, attr)
+        raise DriverError(text) from None
+    return values

@@ -15,6 +15,7 @@ import secrets
 import sqlite3
 import string
 import tarfile
+import urllib.request
 import xml.etree.ElementTree as ET
 import zipfile
 from collections.abc import Callable, Sequence
@@ -139,6 +140,21 @@ def _text(el: ET.Element | None, tag: str) -> str:
 
 def _texts(el: ET.Element, tag: str) -> list[str]:
     return [c.text or "" for c in el.findall(tag)]
+
+
+def read_source(source: str, limit: int) -> bytes | None:
+    """PHP's md5_file()/copy() of a ``local`` path or a ``semilocal`` URL (allow_url_fopen):
+    the content, or None when it cannot be read (or is over ``limit`` bytes)."""
+    try:
+        if source.startswith(("http://", "https://")):
+            with urllib.request.urlopen(source, timeout=30) as resp:  # noqa: S310 - http(s) only
+                data: bytes = resp.read(limit + 1)
+        else:
+            with open(source, "rb") as fh:
+                data = fh.read(limit + 1)
+    except (OSError, ValueError):
+        return None
+    return data if len(data) <= limit else None
 
 
 def parse_rpc_xml(req: str) -> ET.Element | None:
@@ -291,15 +307,22 @@ class ProjectPages:
         user = self._user(r, "no submit access")
         spec = APPS[app["name"]]
         jobs = []
+        files: list[list[ET.Element]] = []
         for i, job_el in enumerate(b.findall("job")):
-            inputs = []
-            for f in job_el.findall("input_file"):
-                mode = _text(f, "mode")
-                if mode != "local_staged":
-                    raise RequestRefused(f"create_work failed: input mode '{mode}' not supported")
-                inputs.append(_text(f, "source"))
+            files.append(job_el.findall("input_file"))
+            wu_el = job_el.find("input_template/workunit")  # replaces the app's template
             jobs.append(NewJob(_text(job_el, "name") or f"job_{i}",
-                               _text(job_el, "command_line"), tuple(inputs)))
+                               _text(job_el, "command_line"), (),
+                               php_int(_text(wu_el, "min_quorum")),
+                               php_int(_text(wu_el, "target_nresults"))))
+        # validate_batch(), then stage_files(): before the batch is looked up
+        need = len(spec.inputs)
+        for i, fs in enumerate(files):
+            if len(fs) != need:
+                raise RequestRefused(
+                    f"wrong # of input files for job {i}: need {need}, got {len(fs)}")
+        jobs = [attrs.evolve(j, inputs=tuple(self._stage_file(f) for f in fs))
+                for j, fs in zip(jobs, files, strict=True)]
         alloc = b.find("allocation_priority")
         # PHP: an empty element (<allocation_priority/>) is false, any other true
         if alloc is not None and (alloc.text or len(alloc) or alloc.attrib):
@@ -322,11 +345,6 @@ class ProjectPages:
                 raise RequestRefused("not owner of batch")
             if batch["state"] != BATCH_INIT:
                 raise RequestRefused("batch not in init state")
-        need = len(spec.inputs)
-        for i, j in enumerate(jobs):
-            if len(j.inputs) != need:
-                raise RequestRefused(
-                    f"wrong # of input files for job {i}: need {need}, got {len(j.inputs)}")
         self._check_create_work(jobs, app["id"], bid)
         if not bid:
             name = _text(b, "batch_name") or f"batch_{int(self.store.clock())}"
@@ -339,12 +357,46 @@ class ProjectPages:
         self.store.submit(bid, app["id"], jobs, self.config.quorum, params)
         return responses.batch_id("submit_batch", bid)
 
+    def _stage_file(self, f: ET.Element) -> str:
+        """stage_file(): an input's physical name, written to the download directory first
+        for the modes the server stages itself (a remote file's entry is a JSON object)."""
+        mode = _text(f, "mode")
+        src_el = f.find("source")
+        source = (src_el.text or "") if src_el is not None else ""
+        if mode == "remote":
+            return json.dumps({"url": _text(f, "url"), "nbytes": php_double(_text(f, "nbytes")),
+                               "md5": _text(f, "md5")})
+        if mode == "local_staged":
+            return source
+        if mode == "inline":
+            data = source.encode()
+        elif mode in ("local", "semilocal"):
+            got = read_source(source, self.config.max_file_size)
+            if got is None:
+                raise RequestRefused(f"Can't get MD5 of file {source}")
+            data = got
+        elif mode == "sandbox":  # no sandbox here: the server's answer for an unknown name
+            raise RequestRefused(f"sandbox link file {source} not found")
+        else:
+            raise RequestRefused(f"unsupported file mode: {mode}")
+        name = "jf_" + hashlib.md5(data).hexdigest()
+        path = self.store.file_path(name)
+        if not path.is_file():
+            if not data:  # PHP: file_put_contents() of nothing returns 0, read as a failure
+                raise RequestRefused(
+                    f"can't write to file {self.store.download_dir}/{fanout_dir(name)}/{name}")
+            tmp = path.with_name(f".{name}.{os.getpid()}.tmp")
+            tmp.write_bytes(data)
+            os.replace(tmp, path)
+        return name
+
     def _check_create_work(self, jobs: Sequence[NewJob], app_id: int, batch_id: int) -> None:
         """Fail as BOINC's job creator does: it reads each job as a line of words (the command
         line in double quotes, unescaped, then the input files), reads every input file, then
         inserts all jobs at once (a taken name fails the insert)."""
         for j in jobs:
-            words = job_words(f'--command_line "{j.command_line}" ' + " ".join(j.inputs))
+            staged = [i for i in j.inputs if not i.startswith("{")]
+            words = job_words(f'--command_line "{j.command_line}" ' + " ".join(staged))
             for src in words[2:]:
                 if not valid_filename(src) or not self.store.file_path(src).is_file():
                     raise RequestRefused(self._missing_input(src))
