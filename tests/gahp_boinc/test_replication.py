@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from gahp_boinc import Job, JobOptions, SyncBoincClient
-from gahp_boinc._templates import input_template_of, with_replication
+from gahp_boinc._templates import input_template_of, with_replication  # private: the rewrite itself
 from gahp_boinc.emulator import EmulatorServer
 
 TRANSCRIPT = (
