@@ -24,7 +24,10 @@ from gahp_boinc import (
     StagingError,
     SyncBoincClient,
 )
-from gahp_boinc._inputs import MAX_INLINE_BYTES, input_xml  # private: the XML BOINC gets, unit by unit
+from gahp_boinc._inputs import (  # private: the XML BOINC gets, unit by unit
+    MAX_INLINE_BYTES,
+    input_xml,
+)
 from gahp_boinc.emulator import EmulatorServer
 
 MD5 = "0" * 32
