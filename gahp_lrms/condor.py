@@ -220,6 +220,25 @@ def submit_description(
         "request_cpus": str(int(spec.cpus_per_node or 1)),
         "MY.GahpJob": "true",
     }
+    desc.update(_job_strings(spec, settings, environ))
+    desc.update(_resources(spec))
+    desc.update(_placement(spec, settings))
+    for line in spec.directives:  # the site's own submit commands (trusted text)
+        found = _directive(line)
+        if found is not None:
+            desc[found[0]] = found[1]
+    for key, value in spec.options.items():  # the job's own (a Ninf-G condor_option)
+        if key.startswith(SUBMIT_OPTION):
+            name, value = _user_command(key.removeprefix(SUBMIT_OPTION), value)
+            desc[name] = value
+    return desc
+
+
+def _job_strings(
+    spec: JobSpec, settings: CondorConfig, environ: Mapping[str, str] | None
+) -> dict[str, str]:
+    """Arguments, environment and standard streams, as ClassAd strings."""
+    desc: dict[str, str] = {}
     if spec.arguments:
         desc["MY.Arguments"] = classad_string(v2_arguments(spec.arguments), "an argument")
     env = dict(spec.environment)
@@ -234,6 +253,12 @@ def submit_description(
     ):
         if value:
             desc[f"MY.{attr}"] = classad_string(value, f"the {what} path")
+    return desc
+
+
+def _resources(spec: JobSpec) -> dict[str, str]:
+    """Memory, GPUs and the run-time limit (a periodic remove, as the C blahp's)."""
+    desc: dict[str, str] = {}
     if spec.memory_mb:
         desc["request_memory"] = str(int(spec.memory_mb))
     if spec.gpus or spec.gpu_model:
@@ -246,6 +271,12 @@ def submit_description(
         desc["periodic_remove"] = (
             f"JobStatus == 2 && (time() - JobCurrentStartExecutingDate) > {limit}"
         )
+    return desc
+
+
+def _placement(spec: JobSpec, settings: CondorConfig) -> dict[str, str]:
+    """Queue (an attribute, and requirements when configured), project, start held."""
+    desc: dict[str, str] = {}
     if spec.queue:
         quoted = classad_string(spec.queue, "the queue")
         desc[f"MY.{settings.queue_attribute}"] = quoted
@@ -255,14 +286,6 @@ def submit_description(
         desc["MY.ProjectName"] = classad_string(spec.project, "the project")
     if spec.start_held:
         desc["hold"] = "true"
-    for line in spec.directives:  # the site's own submit commands (trusted text)
-        found = _directive(line)
-        if found is not None:
-            desc[found[0]] = found[1]
-    for key, value in spec.options.items():  # the job's own (a Ninf-G condor_option)
-        if key.startswith(SUBMIT_OPTION):
-            name, value = _user_command(key.removeprefix(SUBMIT_OPTION), value)
-            desc[name] = value
     return desc
 
 
