@@ -5,7 +5,7 @@ reads the same assignments as text, so nothing in the file is ever executed:
 
 * ``NAME=value``, ``NAME[i]=value`` (an array element), ``NAME=(a b c)`` (an array), several
   on a line, ``;`` between commands, ``export``/``declare``/``typeset``/``readonly`` before
-  them (``export`` marks the name exported);
+  them (``export``, and ``-x`` of the others, mark the name exported);
 * quoting as the shell reads it: ``'literal'``, ``"with $expansion"``, backslashes, a
   backslash-newline joins lines, ``#`` starts a comment at the start of a word;
 * ``$NAME``, ``${NAME}``, ``${NAME:-word}`` and ``${NAME-word}`` expand from the assignments
@@ -78,8 +78,11 @@ def _declaration(words: list[_Word]) -> tuple[list[_Word], bool] | None:
     first, index, _ = words[0]
     if first not in _DECLARE or index is not None:
         return None
+    options = [text for text, i, _ in words[1:] if i is None and text.startswith("-")]
     rest = [(text, i, v) for text, i, v in words[1:] if not (i is None and text.startswith("-"))]
-    return rest, first == "export"
+    # declare/typeset/readonly -x (or -rx ...) export as export does
+    marks_export = any(o.startswith("-") and not o.startswith("--") and "x" in o for o in options)
+    return rest, first == "export" or marks_export
 
 
 class _Scanner:

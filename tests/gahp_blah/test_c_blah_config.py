@@ -585,3 +585,11 @@ q='unclosed
         "f, line 13: command substitution `...` kept as text, not run",
         "f, line 15: not an assignment: skipped (blah.config is read, never run)",
     ]
+
+
+def test_declare_x_exports_as_export_does():
+    """``declare -x``, ``typeset -rx`` export the name as the shell does; ``declare -r``
+    and ``readonly`` do not."""
+    text = "declare -x a=1\ntypeset -rx b=2\ndeclare -r c=3\nreadonly d=4\nexport e=5\n"
+    out = parse_assignments(text, "f", {})
+    assert {name for name, a in out.values.items() if a.exported} == {"a", "b", "e"}
