@@ -59,6 +59,10 @@ extra_apps() {
     # the batch-collect app `collect` and the gzipped-output app `gzworker` (idempotent)
     PROJECTS_DIR="$(dirname "$PROJECT_DIR")" bash "$HERE/boinc-extra-apps.sh" "$PROJECT_DIR" \
         || die "adding the extra apps failed"
+    # a second volunteer host, so that a job with a quorum of 2 completes (about 1 s)
+    GAHP_BOINC_PROJECT_DIR="$PROJECT_DIR" GAHP_BOINC_PROJECT_URL="$PROJECT_URL" \
+        GAHP_BOINC_NOSUBMIT_AUTH="$NOSUBMIT_AUTH" bash "$HERE/boinc-second-volunteer.sh" \
+        || die "starting the second volunteer failed"
     grep -q GAHP_BOINC_COLLECT_APP "$ENV_FILE" 2>/dev/null || cat >>"$ENV_FILE" <<ENV
 export GAHP_BOINC_COLLECT_APP=collect
 export GAHP_BOINC_GZIP_APP=gzworker

@@ -21,7 +21,8 @@
 #   (from /tmp/gahp-sge/env when present), PBS_CONF_FILE and LSF_ENVDIR (from /tmp/gahp-pbs/env
 #   and /tmp/gahp-lsf/env: run .ci/pbs-up.sh and .ci/lsf-up.sh first for batch pbs/lsf on the
 #   real OpenPBS and LSF; without them batch pbs is Slurm's Torque-style wrappers) and never
-#   write to stdout themselves.
+#   write to stdout themselves.  With /tmp/gahp-htcondor-pool/env (run .ci/htcondor-pool-up.sh
+#   first), blahpd's condor driver is pointed at that pool's collector (`batch condor`).
 #   A file bin/<gahp>.log-path, when present, names another log file (tests use it).
 # * 9.12.0: BOINC_GAHP (grid type boinc) and BATCH_GAHP; 25.0.13: BATCH_GAHP only.  BOINC_GAHP
 #   would also capture `batch boinc` jobs, so blahpd's boinc driver is reachable on 25.0 only.
@@ -94,6 +95,14 @@ fi
 
 if answers && [ -f "$DIR/env" ]; then
     log "HTCondor $VERSION already answers"
+    # a pool brought up since (.ci/htcondor-pool-up.sh): blahpds started from now on use it
+    pool_collector="$(sed -n 's/^GAHP_HTCONDOR_POOL_COLLECTOR=//p' \
+        "${GAHP_HTCONDOR_POOL_DIR:-/tmp/gahp-htcondor-pool}/env" 2>/dev/null | tail -n 1)"
+    if [ -n "$pool_collector" ] && [ -f "$DIR/blahpd.toml" ] \
+        && ! grep -q '^\[driver\.condor\]' "$DIR/blahpd.toml"; then
+        log "pointing blahpd's condor driver at the pool ($pool_collector)"
+        printf '\n[driver.condor]\ncollector = "%s"\n' "$pool_collector" >>"$DIR/blahpd.toml"
+    fi
     cat "$DIR/env"
     exit 0
 fi
@@ -179,12 +188,14 @@ SLURM_CONF_FILE="${SLURM_CONF:-${GAHP_SLURM_DIR:-/tmp/gahp-slurm}/slurm.conf}"
 SGE_ENV_FILE="${GAHP_SGE_DIR:-/tmp/gahp-sge}/env"
 PBS_ENV_FILE="${GAHP_PBS_DIR:-/tmp/gahp-pbs}/env"
 LSF_ENV_FILE="${GAHP_LSF_DIR:-/tmp/gahp-lsf}/env"
+POOL_ENV_FILE="${GAHP_HTCONDOR_POOL_DIR:-/tmp/gahp-htcondor-pool}/env"
 env_value() { # file name -> the value of "export name=value" in file (empty when none)
     [ -f "$1" ] && sed -n "s/^\(export \)\{0,1\}$2=//p" "$1" | tail -n 1 | tr -d "'\""
 }
 PBS_BIN_DIR="$(env_value "$PBS_ENV_FILE" GAHP_PBS_BIN_DIR || true)"
 PBS_CONF_VALUE="$(env_value "$PBS_ENV_FILE" PBS_CONF_FILE || true)"
 LSF_ENVDIR_VALUE="$(env_value "$LSF_ENV_FILE" LSF_ENVDIR || true)"
+POOL_COLLECTOR="$(env_value "$POOL_ENV_FILE" GAHP_HTCONDOR_POOL_COLLECTOR || true)"
 
 write_wrapper() { # name program extra-args...
     local name="$1" prog="$2"
@@ -223,6 +234,9 @@ else # Slurm's Torque-style wrappers
 fi
 if [ -n "$LSF_ENVDIR_VALUE" ]; then # the LSF of .ci/lsf-up.sh
     printf '\n[driver.lsf]\nlsf_envdir = "%s"\n' "$LSF_ENVDIR_VALUE" >>"$DIR/blahpd.toml"
+fi
+if [ -n "$POOL_COLLECTOR" ]; then # the pool of .ci/htcondor-pool-up.sh, as a remote pool
+    printf '\n[driver.condor]\ncollector = "%s"\n' "$POOL_COLLECTOR" >>"$DIR/blahpd.toml"
 fi
 
 # A collector port of its own per version (nothing listens there: the tools use the schedd's

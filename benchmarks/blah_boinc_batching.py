@@ -29,7 +29,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from gahp_boinc.emulator import EmulatorServer
-from gahp_core.testing import GahpClient
+from gahp_core import GahpClient
 
 BLAHPD = [sys.executable, "-m", "gahp_blah"]
 INFLIGHT = 50

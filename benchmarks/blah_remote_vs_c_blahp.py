@@ -41,7 +41,7 @@ import blah_status_scale as scale  # noqa: E402
 from blah_vs_c_blahp import Died, pipelined, ratio, table  # noqa: E402
 from htcondor_kit import DONE, HTCondor, read_env  # noqa: E402
 
-from gahp_core.testing import GahpClient  # noqa: E402
+from gahp_core import GahpClient  # noqa: E402
 
 C = "C blahpd"
 OURS = "ours"

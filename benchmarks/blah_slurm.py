@@ -16,7 +16,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from gahp_core.testing import GahpClient
+from gahp_core import GahpClient
 
 
 def phase(c: GahpClient, command: str, args: list[str]) -> tuple[float, dict[str, list[str]]]:

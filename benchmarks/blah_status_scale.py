@@ -38,7 +38,7 @@ import time
 from pathlib import Path
 
 from gahp_blah.jobids import make_job_id
-from gahp_core.testing import GahpClient
+from gahp_core import GahpClient
 from gahp_lrms import JobSpec, get_driver
 
 BLAHPD = [sys.executable, "-m", "gahp_blah"]

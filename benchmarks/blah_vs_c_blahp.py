@@ -6,24 +6,32 @@ configured through ``BLAHPD_LOCATION``/``BLAHPD_CONFIG_LOCATION`` and an appende
 ``blah.config``; ours is ``python -m gahp_blah``.  Both are driven over pipes as the gridmanager
 drives them (banner, ASYNC_MODE_ON, request ids, RESULTS, at most 50 requests in flight).
 
-1. STATUS: on Slurm, OpenPBS, LSF and Grid Engine (each when reachable), each blahpd submits
-   N jobs held at submission (a ``<lrms>_local_submit_attributes.sh`` site hook, the same file
-   for both, prints the batch system's hold directive), then one round of N BLAH_JOB_STATUS:
-   wall time, batch-system commands run (shims in the ``*_binpath``/``bin_dir`` count calls)
+1. STATUS: on Slurm, OpenPBS, LSF, Grid Engine and an HTCondor pool (``.ci/htcondor-pool-up.sh``;
+   each when reachable), each blahpd submits N jobs held at submission (a
+   ``<lrms>_local_submit_attributes.sh`` site hook, the same file for both, prints the batch
+   system's hold directive; for HTCondor the submit command ``hold = true``), pipelined:
+   the SUBMIT BURST's wall time; then one round of N BLAH_JOB_STATUS (the note counts the
+   JobStatus values answered, 5 = HELD):
+   wall time, batch-system commands run (shims in the ``*_binpath``/``bin_dir`` count calls;
+   our condor driver runs none: it asks the schedd through HTCondor's Python bindings)
    and, for Slurm, controller RPCs (``sdiag`` difference; other users of the controller add
-   noise).  The C side's status caches (``/var/tmp/<x>_cache_<user>``) are emptied before its
-   round, so its round refreshes them once (its cheapest cold case).  All jobs are cancelled.
+   noise), for HTCondor the job and history queries the schedd answered (its own
+   ``DCCommand_*`` statistics; other users of the pool add noise).  The C side's status
+   caches (``/var/tmp/<x>_cache_<user>``, for condor ``$GAHP_TEMP/cache.*``) are emptied
+   before its round, so its round refreshes them once (its cheapest cold case).  All jobs
+   are cancelled.
 2. FUZZ: the same seeded stream of malformed and edge request lines (the generator of
    ``tests/reliability/fuzzkit.py``, which ``benchmarks/gahp_fuzz.py`` uses) to each, one
    line at a time: deaths (exit or signal; restarted, the stream goes on), hangs (no return
    line within a bound; killed, restarted), per seed.  Batch commands point at a directory
    without them, so nothing reaches a batch system.
-3. BURST (when HTCondor 25.0.13 and Slurm are there; not with ``--small`` unless ``--burst``,
-   as its wall time is at the mercy of the shared Slurm's queue): a private
-   personal HTCondor 25.0.13 (its own directory, loopback, ephemeral ports, run as a user of
-   its own so ``sdiag``'s per-user RPC count is this run's alone), BATCH_GAHP the C blahpd, then
-   ours: J short jobs (``grid_resource = batch slurm``; the site hook gives every Slurm job
-   a 10-minute limit, so a queue blocked by others' unlimited jobs still backfills them):
+3. BURST (when HTCondor 25.0.13 and Slurm or the HTCondor pool are there; not with
+   ``--small`` unless ``--burst``, as its wall time is at the mercy of the shared queues): a
+   private personal HTCondor 25.0.13 (its own directory, loopback, ephemeral ports, run as a
+   user of its own so ``sdiag``'s per-user RPC count is this run's alone), BATCH_GAHP the C
+   blahpd, then ours: J short jobs (``grid_resource = batch slurm``; the site hook gives every
+   Slurm job a 10-minute limit, so a queue blocked by others' unlimited jobs still backfills
+   them; then ``batch condor`` into the pool, whose configuration both blahpds are given):
    submit-to-last-termination wall time,
    GAHP process-tree CPU (``/proc``, sampled: the blahpd, its reaped children and live
    descendants), RSS (blahpd alone and with its descendants), slurmctld RPCs per job.  The
@@ -34,10 +42,11 @@ drives them (banner, ASYNC_MODE_ON, request ids, RESULTS, at most 50 requests in
    no job directory or proxy record left (each goes once its final status is answered).
 
 Without the C blahp tarball only our side runs; a batch system that is not reachable is
-skipped with a line saying so, unless GAHP_REQUIRE_<SYSTEM>=1 (SLURM, PBS, LSF, SGE), which
-makes it an error (as GAHP_REQUIRE_HTCONDOR=1 does for the burst).
+skipped with a line saying so, unless GAHP_REQUIRE_<SYSTEM>=1 (SLURM, PBS, LSF, SGE;
+GAHP_REQUIRE_HTCONDOR_POOL for condor), which makes it an error (as GAHP_REQUIRE_HTCONDOR=1
+does for the burst).
 
-Usage: python benchmarks/blah_vs_c_blahp.py [--small] [--n N] [--systems slurm,pbs,lsf,sge]
+Usage: python benchmarks/blah_vs_c_blahp.py [--small] [--n N] [--systems slurm,pbs,lsf,sge,condor]
            [--seeds 3] [--cases 1000] [--burst-jobs J] [--[no-]burst] [--soak N]
            [--parts status,fuzz,burst,idle,soak]
 Exit status 1 when our blahpd died or hung in the fuzz, or the soak's RSS grew past 1.5x or
@@ -49,6 +58,7 @@ from __future__ import annotations
 import argparse
 import collections
 import contextlib
+import json
 import os
 import pwd
 import random
@@ -71,25 +81,28 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 import blah_status_scale as scale  # noqa: E402
 from fuzzkit import BLAH_COMMANDS, BLAH_HEADERS, RawGahp, generate, special_cases  # noqa: E402
 
-from gahp_core import split  # noqa: E402
-from gahp_core.testing import GahpClient, proc_status  # noqa: E402
+from gahp_core import GahpClient, split  # noqa: E402
+from gahp_core.testing import proc_status  # noqa: E402
 
 C = "C blahpd"
 OURS = "ours"
 TARBALL = "blahp-25.0.13-debian12-x86_64.tar.xz"
 HTCONDOR = "25.0.13"
-SYSTEMS = ("slurm", "pbs", "lsf", "sge")
+SYSTEMS = ("slurm", "pbs", "lsf", "sge", "condor")
 COMMANDS = {  # what each side may run (the C scripts also use lsid, tracejob, qacct)
     "slurm": ["sbatch", "squeue", "scontrol", "sacct", "scancel"],
     "pbs": ["qsub", "qstat", "qdel", "qhold", "qrls", "tracejob"],
     "lsf": ["bsub", "bjobs", "bhist", "bkill", "bstop", "bresume", "bqueues", "lsid"],
     "sge": ["qsub", "qstat", "qacct", "qdel", "qhold", "qrls", "qmod"],
+    "condor": ["condor_submit", "condor_q", "condor_history", "condor_config_val", "condor_rm",
+               "condor_hold", "condor_release"],
 }
 C_NOTES = {
     "sge": " sge_helper runs $SGE_ROOT/bin/<arch>/qstat itself: not counted",
     "lsf": " + a grep of lsb.events per job (not a command)",
 }
-HOLD = {"slurm": "#SBATCH -H", "pbs": "#PBS -h", "lsf": "#BSUB -H", "sge": "#$ -h"}
+HOLD = {"slurm": "#SBATCH -H", "pbs": "#PBS -h", "lsf": "#BSUB -H", "sge": "#$ -h",
+        "condor": "hold = true"}
 CACHES = {"slurm": "slurm_cache", "pbs": "qstat_cache", "lsf": "bjobs_cache"}
 BURST_USER = os.environ.get("GAHP_BENCH_USER", "gahpbench")
 """The private HTCondor's job owner: sdiag counts its RPCs apart from everyone else's."""
@@ -114,8 +127,12 @@ def table(title: str, head: list[str], rows: list[list[str]]) -> None:
         log("  " + "  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)))
 
 
+REQUIRE = {"condor": "GAHP_REQUIRE_HTCONDOR_POOL"}
+"""The variable that makes a system's absence an error, when not GAHP_REQUIRE_<SYSTEM>."""
+
+
 def required(system: str) -> bool:
-    return os.environ.get(f"GAHP_REQUIRE_{system.upper()}") == "1"
+    return os.environ.get(REQUIRE.get(system, f"GAHP_REQUIRE_{system.upper()}")) == "1"
 
 
 # ---------------------------------------------------------------------- the two servers
@@ -267,8 +284,11 @@ def submit_ad(system: str, iwd: Path) -> str:
             f'Err = "/dev/null"; gridtype = "{system}"{smp} ]')
 
 
-def clear_c_caches(system: str) -> None:
+def clear_c_caches(system: str, env: dict[str, str]) -> None:
     """Empty the C status script's per-user cache, so its round starts cold."""
+    if system == "condor" and env.get("GAHP_TEMP"):
+        for path in Path(env["GAHP_TEMP"]).glob("cache.*"):
+            path.unlink(missing_ok=True)
     if system in CACHES:
         user = pwd.getpwuid(os.geteuid()).pw_name
         for path in Path("/var/tmp", f"{CACHES[system]}_{user}").glob("blahp_results_cache*"):
@@ -278,6 +298,13 @@ def clear_c_caches(system: str) -> None:
 def submitted(results: list[list[str] | None]) -> list[str]:
     """The job ids of the successful BLAH_JOB_SUBMIT results."""
     return [r[2] for r in results if r and r[0] == "0" and len(r) > 2]
+
+
+def native(jobid: str) -> str:
+    """The batch system's id in a BLAH job id: its last part, or for the C blahp's condor
+    ids (``condor/<cluster>/<schedd>/<pool>``) the second."""
+    parts = jobid.split("/")
+    return parts[1] if parts[0] == "condor" and len(parts) == 4 else parts[-1]
 
 
 def status_side(system: str, env: dict[str, str], side: Side, calls: Path, n: int,
@@ -290,10 +317,10 @@ def status_side(system: str, env: dict[str, str], side: Side, calls: Path, n: in
             row.submit_s, got, _ = pipelined(c, "BLAH_JOB_SUBMIT",
                                              [submit_ad(system, iwd)] * n, inflight)
         except Died as e:  # what was submitted before is cancelled all the same
-            natives = [j.rsplit("/", 1)[-1] for j in submitted(e.partial)]
+            natives = [native(j) for j in submitted(e.partial)]
             raise
         jobids = submitted(got)
-        natives = [j.rsplit("/", 1)[-1] for j in jobids]
+        natives = [native(j) for j in jobids]
         row.submitted = len(jobids)
         if len(jobids) < n:
             bad = next((r for r in got if not (r and r[0] == "0")), None)
@@ -301,19 +328,24 @@ def status_side(system: str, env: dict[str, str], side: Side, calls: Path, n: in
         if not jobids:
             return row, natives
         if side.name == C:
-            clear_c_caches(system)
+            clear_c_caches(system, env)
             row.note += C_NOTES.get(system, "")
         before = scale.read_calls(calls)
         rpcs_before = scale.sdiag_counts(env) if system == "slurm" else None
+        queries_before = schedd_queries(env) if system == "condor" else None
         row.wall, statuses, _ = pipelined(c, "BLAH_JOB_STATUS", jobids, inflight)
         if rpcs_before is not None:
             after = scale.sdiag_counts(env)
             after.subtract(rpcs_before)
             row.rpcs = sum(after.values())
+        if queries_before is not None and (queries_after := schedd_queries(env)) is not None:
+            row.rpcs = queries_after - queries_before
         row.commands = scale.read_calls(calls)
         row.commands.subtract(before)
         row.commands = +row.commands
         row.answered = sum(1 for r in statuses if r and r[0] == "0")
+        states = collections.Counter(r[2] for r in statuses if r and r[0] == "0" and len(r) > 2)
+        row.note += " JobStatus " + " ".join(f"{k}:{v}" for k, v in sorted(states.items()))
         with contextlib.suppress(Exception):
             c.quit(timeout=10)
     except Died as e:
@@ -327,7 +359,7 @@ def batch_envs(work: Path, systems: list[str]) -> dict[str, dict[str, str]]:
     """The reachable systems' environments; an unreachable required one is an error."""
     finders: dict[str, Callable[[], dict[str, str] | None]] = {
         "slurm": scale.slurm_env, "sge": scale.sge_env, "pbs": scale.pbs_env,
-        "lsf": lambda: lsf_env(work),
+        "lsf": lambda: lsf_env(work), "condor": lambda: condor_env(work),
     }
     out = {}
     for system in systems:
@@ -337,11 +369,72 @@ def batch_envs(work: Path, systems: list[str]) -> dict[str, dict[str, str]]:
             env = None
         if env is None:
             if required(system):
-                raise SystemExit(f"{system}: not reachable and GAHP_REQUIRE_{system.upper()}=1")
+                var = REQUIRE.get(system, f"GAHP_REQUIRE_{system.upper()}")
+                raise SystemExit(f"{system}: not reachable and {var}=1")
             log(f"{system}: not reachable, skipped")
             continue
         out[system] = env
     return out
+
+
+def condor_env(work: Path) -> dict[str, str] | None:
+    """The HTCondor pool of ``.ci/htcondor-pool-up.sh`` (its ``env`` file), when its schedd
+    answers; ``GAHP_TEMP`` (where the C condor_status.sh caches condor_q) under ``work``."""
+    pool = Path(os.environ.get("GAHP_HTCONDOR_POOL_DIR", "/tmp/gahp-htcondor-pool"))
+    try:
+        lines = (pool / "env").read_text().splitlines()
+    except OSError:
+        return None
+    env = dict(os.environ)
+    for line in lines:
+        key, eq, value = line.partition("=")
+        if eq and key.isidentifier():
+            env[key] = value.replace("$PATH", os.environ.get("PATH", ""))
+    q = Path(env.get("GAHP_HTCONDOR_POOL_BIN", "")) / "condor_q"
+    proc = subprocess.run([str(q), "-totals"], env=env, capture_output=True, timeout=30)
+    if proc.returncode != 0:
+        return None
+    temp = work / "gahp-temp"
+    temp.mkdir(exist_ok=True)
+    env["GAHP_TEMP"] = str(temp)
+    return env
+
+
+SCHEDD_COUNTS = """
+import json, htcondor2
+coll = htcondor2.Collector()
+name = coll.locate(htcondor2.DaemonType.Schedd)["Name"]
+ad = coll.directQuery(htcondor2.DaemonType.Schedd, name, statistics="All:2")
+print(json.dumps({k: int(ad.get("DCCommand_" + k, 0))
+                  for k in ("QUERY_JOB_ADS", "QUERY_JOB_ADS_WITH_AUTH", "QUERY_SCHEDD_HISTORY")}))
+"""
+
+
+def schedd_queries(env: dict[str, str]) -> int | None:
+    """The job and history queries the pool's schedd has answered (its own DCCommand_*
+    statistics, asked of it directly; None without the bindings here)."""
+    proc = subprocess.run([sys.executable, "-c", SCHEDD_COUNTS], env=env, capture_output=True,
+                          text=True, timeout=60)
+    if proc.returncode != 0:
+        return None
+    return sum(json.loads(proc.stdout).values())
+
+
+def condor_bin(env: dict[str, str]) -> Path:
+    return Path(env["GAHP_HTCONDOR_POOL_BIN"])
+
+
+def real_bin(system: str, env: dict[str, str]) -> Path:
+    return condor_bin(env) if system == "condor" else scale.real_bin(system, env)
+
+
+def cancel(system: str, env: dict[str, str], natives: list[str]) -> None:
+    if system != "condor":
+        scale.cancel(system, env, natives)
+        return
+    for i in range(0, len(natives), 500):
+        subprocess.run([str(condor_bin(env) / "condor_rm"), *natives[i:i + 500]], env=env,
+                       capture_output=True, timeout=300)
 
 
 def lsf_env(work: Path) -> dict[str, str] | None:
@@ -360,6 +453,8 @@ def lsf_env(work: Path) -> dict[str, str] | None:
 
 
 def c_batch_settings(system: str, env: dict[str, str], shims: Path) -> dict[str, str]:
+    if system == "condor":
+        return {"condor_binpath": str(shims), "export CONDOR_CONFIG": env["CONDOR_CONFIG"]}
     if system == "slurm":
         return {"slurm_binpath": str(shims), "export SLURM_CONF": env["SLURM_CONF"]}
     if system == "pbs":
@@ -388,7 +483,7 @@ def status_part(work: Path, location: Path | None, envs: dict[str, dict[str, str
             n = sizes[system]
             log(f"status: {system}, {n} held jobs per side, one round of {n} BLAH_JOB_STATUS,"
                 f" {inflight} in flight")
-            real = scale.real_bin(system, env)
+            real = real_bin(system, env)
             sides: list[tuple[Side, Path]] = []
             if location is not None:
                 shims, calls = make_shims(system, real, work / "shims" / "c" / system)
@@ -396,8 +491,11 @@ def status_part(work: Path, location: Path | None, envs: dict[str, dict[str, str
                                   c_batch_settings(system, env, shims))
                 sides.append((c_side(location, config), calls))
             shims, calls = make_shims(system, real, work / "shims" / "ours" / system)
-            options = scale.driver_config(system, env)
-            options["bin_dir"] = str(shims)
+            if system == "condor":  # the pool of CONDOR_CONFIG, through the bindings
+                options: dict[str, str] = {}
+            else:
+                options = scale.driver_config(system, env)
+                options["bin_dir"] = str(shims)
             text = (f'[site]\nlocal_submit_attributes_dir = "{hooks}"\n[driver.{system}]\n'
                     + "".join(f'{k} = "{v}"\n' for k, v in options.items()))
             sides.append((our_side(work, f"status-{system}", text), calls))
@@ -406,7 +504,7 @@ def status_part(work: Path, location: Path | None, envs: dict[str, dict[str, str
                 try:
                     row, natives = status_side(system, env, side, calls, n, inflight, iwd)
                 finally:
-                    scale.cancel(system, env, natives)
+                    cancel(system, env, natives)
                 rows.append(row)
                 log(f"  {side.name}: {row.submitted}/{n} submitted in {row.submit_s:.1f} s, "
                     f"round {row.wall:.2f} s, {row.answered} answered, commands "
@@ -423,17 +521,20 @@ def status_table(rows: list[StatusRow]) -> None:
         for r in pair.values():
             cmds = sum(r.commands.values())
             per_job = cmds / r.submitted if r.submitted else 0.0
-            out.append([system, r.side, str(r.submitted), f"{r.wall:.2f}",
+            out.append([system, r.side, str(r.submitted), f"{r.submit_s:.2f}", f"{r.wall:.2f}",
                         f"{r.answered}/{r.submitted}", f"{cmds} ({per_job:.3g}/job)",
                         "-" if r.rpcs is None else str(r.rpcs), r.note.strip()])
         if C in pair and OURS in pair and pair[C].wall and pair[OURS].wall:
             c, o = pair[C], pair[OURS]
             oc, cc = sum(o.commands.values()), sum(c.commands.values())
             rpcs = "-" if c.rpcs is None or o.rpcs is None else ratio(c.rpcs, o.rpcs)
-            out.append([system, "C / ours", "", ratio(c.wall, o.wall), "",
+            out.append([system, "C / ours", "", ratio(c.submit_s, o.submit_s),
+                        ratio(c.wall, o.wall), "",
                         ratio(cc, oc) if system != "sge" else "-", rpcs, ""])
-    table("STATUS ROUND of N held jobs (wall time, batch commands, slurmctld RPCs)",
-          ["system", "blahpd", "N", "round s", "answered", "batch commands", "RPCs", "note"],
+    table("SUBMIT BURST and STATUS ROUND of N held jobs (wall times, batch commands; RPCs:"
+          " slurmctld's, for condor the schedd's job and history queries)",
+          ["system", "blahpd", "N", "submit s", "round s", "answered", "batch commands", "RPCs",
+           "note"],
           out)
 
 
@@ -668,10 +769,11 @@ def sdiag_by_user(env: dict[str, str], user: str) -> int:
 class BurstRow:
     side: str
     jobs: int
+    system: str = "slurm"
     wall: float = 0.0
     done: int = 0
     cpu_s: float = 0.0
-    rpcs: int = 0
+    rpcs: int | None = None
     rss_end_kib: int = 0
     tree_rss_end_kib: int = 0
     peak_tree_rss_kib: int = 0
@@ -783,18 +885,19 @@ def find_gahp(marker: str) -> int | None:
 
 
 def burst_side(name: str, home: Path, release: Path, wrapper: str, marker: str, jobs: int,
-               slurm: dict[str, str], extra: str = "") -> BurstRow:
-    row = BurstRow(name, jobs)
+               system: str, env: dict[str, str], extra: str = "") -> BurstRow:
+    row = BurstRow(name, jobs, system)
     condor = PrivateCondor(home, release, wrapper, extra)
     jobdir = home / "jobs"
     (jobdir / "burst.sub").write_text(
-        "universe = grid\ngrid_resource = batch slurm\nexecutable = /bin/sleep\narguments = 1\n"
+        f"universe = grid\ngrid_resource = batch {system}\nexecutable = /bin/sleep\n"
+        "arguments = 1\n"
         "transfer_executable = false\nshould_transfer_files = NO\noutput = /dev/null\n"
         f"error = /dev/null\nlog = {jobdir}/burst.log\nqueue {jobs}\n")
     os.chown(jobdir / "burst.sub", condor.user.pw_uid, condor.user.pw_gid)
     condor.start()
     try:
-        rpc0 = sdiag_by_user(slurm, BURST_USER)
+        rpc0 = sdiag_by_user(env, BURST_USER) if system == "slurm" else 0
         t0 = time.monotonic()
         sub = condor.as_user(str(release / "bin" / "condor_submit"), "burst.sub", cwd=jobdir)
         if sub.returncode != 0:
@@ -821,18 +924,29 @@ def burst_side(name: str, home: Path, release: Path, wrapper: str, marker: str, 
             row.note = f"only {row.done}/{jobs} terminated (held? see {jobdir})"
         if pid is not None and (s := sample_tree(pid, sample)):
             sample = s
-        row.rpcs = sdiag_by_user(slurm, BURST_USER) - rpc0
+        if system == "slurm":
+            row.rpcs = sdiag_by_user(env, BURST_USER) - rpc0
         row.cpu_s = sample.cpu_s
         row.rss_end_kib, row.tree_rss_end_kib = sample.rss_kib, sample.tree_rss_kib
         row.peak_tree_rss_kib = sample.peak_tree_rss_kib
     finally:
         condor.stop()
-        subprocess.run(["scancel", "-u", BURST_USER], env=slurm, capture_output=True, timeout=60)
+        if system == "slurm":
+            subprocess.run(["scancel", "-u", BURST_USER], env=env, capture_output=True,
+                           timeout=60)
+        else:  # the pool's jobs of the burst user
+            subprocess.run([str(condor_bin(env) / "condor_rm"), "-constraint",
+                            f'Owner == "{BURST_USER}"'], env=env, capture_output=True, timeout=60)
     return row
 
 
-def burst_part(work: Path, location: Path | None, slurm: dict[str, str], jobs: int
-               ) -> list[BurstRow]:
+def burst_part(work: Path, location: Path | None, envs: dict[str, dict[str, str]],
+               jobs: int) -> list[BurstRow]:
+    """The burst on each of Slurm and the HTCondor pool that is reachable."""
+    systems = [s for s in ("slurm", "condor") if s in envs]
+    if not systems:
+        log("burst: neither Slurm nor the HTCondor pool, skipped")
+        return []
     release = htcondor_release(work)
     if release is not None:
         ensure_user(BURST_USER)
@@ -843,45 +957,59 @@ def burst_part(work: Path, location: Path | None, slurm: dict[str, str], jobs: i
             raise SystemExit(f"burst: {why} and GAHP_REQUIRE_HTCONDOR=1")
         log(f"burst: {why}, skipped")
         return []
-    log(f"burst: {jobs} x sleep 1 under HTCondor {HTCONDOR}'s gridmanager (batch slurm)")
     rows = []
-    if location is not None:
-        config = c_config(location, "burst", {"slurm_binpath": "/usr/bin",
-                                              "export SLURM_CONF": slurm["SLURM_CONF"]})
-        marker = str(location / "bin" / "blahpd")
-        wrapper = (f"#!/bin/sh\nexport BLAHPD_LOCATION={location}\n"
-                   f"export BLAHPD_CONFIG_LOCATION={config}\nexec {marker}\n")
-        rows.append(burst_side(C, work / "condor-c", release, wrapper, marker, jobs, slurm,
-                               f"BLAHPD_LOCATION = {location}"))
-        log(f"  {C}: {rows[-1]}")
-    home = work / "condor-ours"
-    home.mkdir()
-    toml = home / "blahpd.toml"
-    toml.write_text(f'state_dir = "{home}/blah-state"\n[site]\n'
-                    f'local_submit_attributes_dir = "{work / "ours-hooks"}"\n[driver.slurm]\n'
-                    f'slurm_conf = "{slurm["SLURM_CONF"]}"\n')
-    wrapper = (f"#!/bin/sh\nexport PYTHONPATH={ROOT}\n"
-               f"exec {python} -m gahp_blah --config {toml}\n")
-    rows.append(burst_side(OURS, home, release, wrapper, str(toml), jobs, slurm))
-    log(f"  {OURS}: {rows[-1]}")
+    for system in systems:
+        env = envs[system]
+        log(f"burst: {jobs} x sleep 1 under HTCondor {HTCONDOR}'s gridmanager (batch {system})")
+        if location is not None:
+            settings = ({"slurm_binpath": "/usr/bin", "export SLURM_CONF": env["SLURM_CONF"]}
+                        if system == "slurm" else
+                        {"condor_binpath": str(condor_bin(env)),
+                         "export CONDOR_CONFIG": env["CONDOR_CONFIG"]})
+            config = c_config(location, f"burst-{system}", settings)
+            marker = str(location / "bin" / "blahpd")
+            wrapper = (f"#!/bin/sh\nexport BLAHPD_LOCATION={location}\n"
+                       f"export BLAHPD_CONFIG_LOCATION={config}\nexec {marker}\n")
+            rows.append(burst_side(C, work / f"condor-c-{system}", release, wrapper, marker,
+                                   jobs, system, env, f"BLAHPD_LOCATION = {location}"))
+            log(f"  {C}: {rows[-1]}")
+        home = work / f"condor-ours-{system}"
+        home.mkdir()
+        toml = home / "blahpd.toml"
+        driver = (f'slurm_conf = "{env["SLURM_CONF"]}"\n' if system == "slurm" else
+                  f'condor_config = "{env["CONDOR_CONFIG"]}"\n')
+        toml.write_text(f'state_dir = "{home}/blah-state"\n[site]\n'
+                        f'local_submit_attributes_dir = "{work / "ours-hooks"}"\n'
+                        f"[driver.{system}]\n{driver}")
+        wrapper = (f"#!/bin/sh\nexport PYTHONPATH={ROOT}\n"
+                   f"exec {python} -m gahp_blah --config {toml}\n")
+        rows.append(burst_side(OURS, home, release, wrapper, str(toml), jobs, system, env))
+        log(f"  {OURS}: {rows[-1]}")
     return rows
 
 
 def burst_table(rows: list[BurstRow]) -> None:
-    out = [[r.side, f"{r.done}/{r.jobs}", f"{r.wall:.1f}", f"{r.cpu_s:.2f}",
-            f"{r.rpcs} ({r.rpcs / max(r.done, 1):.1f})",
-            f"{r.rss_end_kib / 1024:.1f}", f"{r.tree_rss_end_kib / 1024:.1f}",
-            f"{r.peak_tree_rss_kib / 1024:.1f}", r.note] for r in rows]
-    pair = {r.side: r for r in rows}
-    if C in pair and OURS in pair and all(r.done == r.jobs for r in rows):
-        c, o = pair[C], pair[OURS]
-        out.append(["C / ours", "", ratio(c.wall, o.wall), ratio(c.cpu_s, o.cpu_s),
-                    ratio(c.rpcs, o.rpcs), ratio(c.rss_end_kib, o.rss_end_kib),
-                    ratio(c.tree_rss_end_kib, o.tree_rss_end_kib),
-                    ratio(c.peak_tree_rss_kib, o.peak_tree_rss_kib), ""])
-    table("BURST under HTCondor 25.0.13's gridmanager (batch slurm, sleep 1 jobs)",
-          ["blahpd", "done", "submit->last end s", "GAHP tree CPU s", "slurmctld RPCs (/job)",
-           "RSS end MiB", "tree RSS end MiB", "tree RSS peak MiB", "note"], out)
+    def rpcs(r: BurstRow) -> str:
+        return "-" if r.rpcs is None else f"{r.rpcs} ({r.rpcs / max(r.done, 1):.1f})"
+
+    out = []
+    for system in dict.fromkeys(r.system for r in rows):
+        its = [r for r in rows if r.system == system]
+        out += [[system, r.side, f"{r.done}/{r.jobs}", f"{r.wall:.1f}", f"{r.cpu_s:.2f}", rpcs(r),
+                 f"{r.rss_end_kib / 1024:.1f}", f"{r.tree_rss_end_kib / 1024:.1f}",
+                 f"{r.peak_tree_rss_kib / 1024:.1f}", r.note] for r in its]
+        pair = {r.side: r for r in its}
+        if C in pair and OURS in pair and all(r.done == r.jobs for r in its):
+            c, o = pair[C], pair[OURS]
+            out.append([system, "C / ours", "", ratio(c.wall, o.wall), ratio(c.cpu_s, o.cpu_s),
+                        "-" if c.rpcs is None or o.rpcs is None else ratio(c.rpcs, o.rpcs),
+                        ratio(c.rss_end_kib, o.rss_end_kib),
+                        ratio(c.tree_rss_end_kib, o.tree_rss_end_kib),
+                        ratio(c.peak_tree_rss_kib, o.peak_tree_rss_kib), ""])
+    table("BURST under HTCondor 25.0.13's gridmanager (batch slurm / batch condor, sleep 1 jobs)",
+          ["system", "blahpd", "done", "submit->last end s", "GAHP tree CPU s",
+           "slurmctld RPCs (/job)", "RSS end MiB", "tree RSS end MiB", "tree RSS peak MiB",
+           "note"], out)
 
 
 # ---------------------------------------------------------------------- part 4: RSS, soak
@@ -989,10 +1117,7 @@ def main(argv: list[str] | None = None) -> int:
         fuzz_rows = fuzz_part(work, location, seeds, cases) if "fuzz" in parts else []
         burst_rows: list[BurstRow] = []
         if "burst" in parts and (a.burst if a.burst is not None else not a.small):
-            if "slurm" in envs:
-                burst_rows = burst_part(work, location, envs["slurm"], burst_jobs)
-            else:
-                log("burst: no Slurm, skipped")
+            burst_rows = burst_part(work, location, envs, burst_jobs)
         idle: list[tuple[str, int, int]] = []
         lrms = "slurm" if "slurm" in envs else "fork"
         env = envs.get("slurm", {})

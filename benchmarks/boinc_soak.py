@@ -22,7 +22,8 @@ from collections import Counter
 from pathlib import Path
 
 from gahp_boinc.emulator import EmulatorServer
-from gahp_core.testing import GahpClient, proc_status
+from gahp_core import GahpClient
+from gahp_core.testing import proc_status
 
 
 class Sampler(threading.Thread):

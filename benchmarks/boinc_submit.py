@@ -23,7 +23,8 @@ from pathlib import Path
 
 from gahp_boinc import BoincClient
 from gahp_boinc.emulator import EmulatorServer
-from gahp_core.testing import GahpClient, proc_status
+from gahp_core import GahpClient
+from gahp_core.testing import proc_status
 
 
 def make_files(folder: Path, jobs: int, size: int) -> list[Path]:

@@ -47,8 +47,7 @@ import urllib.request
 from collections.abc import Sequence
 from pathlib import Path
 
-from gahp_core import join
-from gahp_core.testing import GahpClient
+from gahp_core import GahpClient, join
 
 ENV_FILE = Path(os.environ.get("GAHP_BOINC_DIR", "/tmp/gahp-boinc-server")) / "env"
 REQUIRE = "GAHP_REQUIRE_BOINC_SERVER"

@@ -17,17 +17,18 @@ from __future__ import annotations
 import argparse
 import os
 import statistics
-import subprocess
 import sys
 import threading
 import time
 from pathlib import Path
 
-from gahp_core.testing import GahpClient
+from gahp_core import GahpClient, parse_results_head
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "docs" / "examples"
 CMD = [sys.executable, "-m", "gahp_core", "--backend", "module:echo_gahp"]
 CEILING_CMD = [sys.executable, __file__, "--ceiling-server"]
+ENV = {"PYTHONPATH": os.pathsep.join(filter(None, [str(EXAMPLES), os.environ.get("PYTHONPATH")]))}
+"""The example backend on the path, before the checkout's own (where PYTHONPATH names it)."""
 
 
 async def ceiling_server() -> None:
@@ -61,48 +62,28 @@ async def ceiling_server() -> None:
 
 
 def throughput(n: int, command: list[str] = CMD) -> float:
-    """The client reads stdout in bulk and counts lines, so that the figure is the server's."""
-    env = {**os.environ, "PYTHONPATH": str(EXAMPLES)}
-    proc = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env)
-    assert proc.stdin is not None and proc.stdout is not None
-    out = proc.stdout.fileno()
-    buf = b""
-
-    def read_lines(count: int) -> list[bytes]:
-        nonlocal buf
-        while buf.count(b"\n") < count:
-            chunk = os.read(out, 1 << 20)
-            if not chunk:
-                raise SystemExit("server closed its stdout")
-            buf += chunk
-        lines = buf.split(b"\n")
-        taken, buf = lines[:count], b"\n".join(lines[count:])
-        return taken
-
-    read_lines(1)  # banner
-    payload = b"".join(b"ECHO %d\r\n" % i for i in range(1, n + 1))
-    start = time.perf_counter()
-    writer = threading.Thread(target=lambda: (proc.stdin.write(payload), proc.stdin.flush()))
-    writer.start()
-    if any(line != b"S" for line in read_lines(n)):
-        raise SystemExit("unexpected return line")
-    writer.join()
-    got = 0
-    while got < n:
-        proc.stdin.write(b"RESULTS\r\n")
-        proc.stdin.flush()
-        k = int(read_lines(1)[0].split()[1])
-        read_lines(k)
-        got += k
-    elapsed = time.perf_counter() - start
-    proc.stdin.write(b"QUIT\r\n")
-    proc.stdin.close()
-    proc.wait(10)
+    """The client takes the lines in bulk and only counts them, so that the figure is the
+    server's."""
+    with GahpClient(command, env=ENV, stderr=None, reader_thread=False) as c:
+        payload = b"".join(b"ECHO %d\r\n" % i for i in range(1, n + 1))
+        start = time.perf_counter()
+        writer = threading.Thread(target=c.send_raw, args=(payload,))
+        writer.start()
+        if any(line != "S" for line in c.read_lines(n, timeout=60)):
+            raise SystemExit("unexpected return line")
+        writer.join()
+        got = 0
+        while got < n:
+            k = parse_results_head(c.command("RESULTS", timeout=60))
+            c.read_lines(k, timeout=60)
+            got += k
+        elapsed = time.perf_counter() - start
+        c.quit(10)
     return n / elapsed
 
 
 def latency(inflight: int, samples: int) -> tuple[float, float, float]:
-    with GahpClient(CMD, env={"PYTHONPATH": str(EXAMPLES)}) as c:
+    with GahpClient(CMD, env=ENV) as c:
         c.send_raw(b"".join(b"WAIT %d 30\r\n" % i for i in range(1, inflight + 1)))
         for _ in range(inflight):
             c.read_line(timeout=60)

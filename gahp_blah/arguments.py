@@ -7,6 +7,8 @@ only; ``Env`` (V1) is ``NAME=value`` items separated by semicolons.
 
 from __future__ import annotations
 
+import re
+
 from gahp_blah.errors import BlahError
 
 
@@ -14,37 +16,31 @@ class SyntaxProblem(BlahError, ValueError):
     """An argument or environment string that cannot be read."""
 
 
+_QUOTED = re.compile(r"'((?:[^']|'')*)'")
+"""A single-quoted span (``''`` inside it is one quote)."""
+
+
 def split_v2(text: str) -> list[str]:
     """Split a V2 arguments string into arguments."""
     out: list[str] = []
     cur: list[str] = []
     have = False  # an argument is open (even an empty quoted one)
-    i, n = 0, len(text)
-    while i < n:
+    i = 0
+    while i < len(text):
         c = text[i]
         if c == "'":
-            have = True
-            i += 1
-            while True:
-                if i >= n:
-                    raise SyntaxProblem(f"unbalanced single quote in {text!r}")
-                if text[i] == "'":
-                    if i + 1 < n and text[i + 1] == "'":
-                        cur.append("'")
-                        i += 2
-                        continue
-                    i += 1
-                    break
-                cur.append(text[i])
-                i += 1
+            m = _QUOTED.match(text, i)
+            if m is None:
+                raise SyntaxProblem(f"unbalanced single quote in {text!r}")
+            cur.append(m.group(1).replace("''", "'"))
+            have, i = True, m.end()
             continue
-        if c.isspace():
-            if have:
-                out.append("".join(cur))
-                cur, have = [], False
-        else:
+        if not c.isspace():
             cur.append(c)
             have = True
+        elif have:
+            out.append("".join(cur))
+            cur, have = [], False
         i += 1
     if have:
         out.append("".join(cur))

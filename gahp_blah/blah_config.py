@@ -89,6 +89,19 @@ def user_config_path() -> Path:
     return Path(os.path.expanduser("~")) / ".blah" / "user.config"
 
 
+def _drop_ins(main: Path) -> list[Path]:
+    """The files of ``<main>.d/`` in name order (dot files left out); none without it."""
+    d = Path(f"{main}.d")
+    if not d.is_dir():
+        return []
+    if d.stat().st_mode & stat.S_IWOTH:
+        raise ConfigError(f"{d} may be written by every user: refused (chmod o-w)")
+    names = sorted(n for n in os.listdir(d) if not n.startswith("."))
+    if len(names) > MAX_DIR_FILES:
+        raise ConfigError(f"{d} holds more than {MAX_DIR_FILES} files")
+    return [d / name for name in names if (d / name).is_file()]
+
+
 def find_blah_config(environ: Mapping[str, str] | None = None) -> BlahConfigFiles:
     """Read every ``blah.config`` file in the C blahp's order (none: no file, no value)."""
     env = os.environ if environ is None else environ
@@ -102,16 +115,8 @@ def find_blah_config(environ: Mapping[str, str] | None = None) -> BlahConfigFile
     main = main_config_path(env)
     if main is not None:
         read(main)
-        d = Path(f"{main}.d")
-        if d.is_dir():
-            if d.stat().st_mode & stat.S_IWOTH:
-                raise ConfigError(f"{d} may be written by every user: refused (chmod o-w)")
-            names = sorted(n for n in os.listdir(d) if not n.startswith("."))
-            if len(names) > MAX_DIR_FILES:
-                raise ConfigError(f"{d} holds more than {MAX_DIR_FILES} files")
-            for name in names:
-                if (d / name).is_file():
-                    read(d / name)
+        for path in _drop_ins(main):
+            read(path)
     user = user_config_path()
     if os.access(user, os.R_OK):
         read(user)
@@ -155,6 +160,7 @@ EXPORTS = {
     "SGE_CELL": ("driver.sge.sge_cell",),
     "SGE_QMASTER_PORT": ("driver.sge.sge_qmaster_port",),
     "LSF_ENVDIR": ("driver.lsf.lsf_envdir",),
+    "CONDOR_CONFIG": ("driver.condor.condor_config",),
 }
 """``export NAME=...`` lines the C blahp's scripts pass to the batch commands: the driver
 options that do the same (a ``*_binpath``-style key, when set too, wins). Every exported
@@ -206,6 +212,10 @@ NOT_HONOURED: dict[str, tuple[Callable[[str], bool], str]] = {
     "BLAHPD_ACCOUNTING_INFO_LOG": (bool, "no accounting log is written"),
     "pbs_set_pvmem": (lambda v: v == "yes", "no pvmem request: memory goes in the select"),
     "pbs_maui": (lambda v: v == "yes", "no Maui-specific directives"),
+    "condor_expand_home_env": (
+        lambda v: v == "yes",
+        "$HOME in a condor job's environment is passed as written, not replaced",
+    ),
 }
 """Keys that change what jobs get and are not honoured: (set in a way that matters, what
 blahpd does instead). A warning names each at startup."""
@@ -229,7 +239,6 @@ QUIET = frozenset(
         "blah_wn_proxy_renewal_daemon",
         "condor_binpath",
         "condor_batch_caching_enabled",
-        "condor_expand_home_env",
         "pbs_nochecksubmission",
         "pbs_nologaccess",
         "pbs_fallback",
@@ -250,7 +259,8 @@ QUIET = frozenset(
     }
 )
 """Keys of machinery blahpd does not have (status daemons, job registry, thread limits,
-caches, debugging, the condor type): ignored without a word."""
+caches, debugging, the condor driver's commands: it speaks to the schedd through HTCondor's
+Python bindings): ignored without a word."""
 
 QUIET_PATTERN = re.compile(
     r"(bupdater|bnotifier|bhist|tracejob|job_registry|blparser)\w*"
@@ -271,6 +281,13 @@ def _names(value: str | tuple[str, ...]) -> list[str]:
 
 def _scalar(value: str | tuple[str, ...]) -> str:
     return value if isinstance(value, str) else (value[0] if value else "")
+
+
+def _known(name: str) -> bool:
+    """Whether ``name`` is a blah.config key blahpd reads, warns about or ignores quietly."""
+    return bool(
+        name in HONOURED or name in NOT_HONOURED or name in QUIET or QUIET_PATTERN.fullmatch(name)
+    )
 
 
 def _origin(a: Assignment) -> str:
@@ -334,24 +351,22 @@ class _Translation:
     def assignment(self, name: str, a: Assignment) -> None:
         """One ``name=value`` of blah.config: a setting, a warning, or nothing."""
         v = _scalar(a.value).strip()
-        if name in NOT_HONOURED and v:
-            active, instead = NOT_HONOURED[name]
-            if active(v):
-                self.warnings.append(f"{_origin(a)}: not honoured: {instead}")
+        self.not_honoured(name, v, a)
         if name in PATHS or name in WORDS:
             if v:  # empty: unset, as for the C blahp
                 for setting in PATHS.get(name) or WORDS[name]:
                     self.put(setting, v, a)
         elif name in _SPECIAL:
             _SPECIAL[name](self, v, a)
-        elif not (
-            name in HONOURED
-            or name in NOT_HONOURED
-            or name in QUIET
-            or QUIET_PATTERN.fullmatch(name)
-            or a.exported
-        ):
+        elif not (_known(name) or a.exported):
             self.warnings.append(f"{_origin(a)}: unknown key {name}: ignored")
+
+    def not_honoured(self, name: str, v: str, a: Assignment) -> None:
+        """A warning for a key of :data:`NOT_HONOURED` set in a way that matters."""
+        if name in NOT_HONOURED and v:
+            active, instead = NOT_HONOURED[name]
+            if active(v):
+                self.warnings.append(f"{_origin(a)}: not honoured: {instead}")
 
     def export(self, name: str, value: str, a: Assignment) -> None:
         """``export NAME=value``: passed on to blahpd's environment, unless unsafe."""

@@ -190,15 +190,23 @@ class _Parser:
         if kind == "qname":
             return ("other", value)  # a quoted attribute name: not a shell name
         if kind == "name":
-            low = value.lower()
-            if low in ("true", "false", "undefined", "error"):
-                return ("other", value)
-            if self.peek() == ("op", "("):  # function call
-                return ("op", "call", *self.items(")"))
-            if low in ("my", "target") and self.peek() == ("op", "."):
-                self.take()
-                return self.primary(*self.take())
-            return ("ref", value)
+            return self.name(value)
+        return self.bracketed(value)
+
+    def name(self, value: str) -> Node:
+        """A literal name, a function call, ``MY.x``/``TARGET.x`` (as ``x``) or a reference."""
+        low = value.lower()
+        if low in ("true", "false", "undefined", "error"):
+            return ("other", value)
+        if self.peek() == ("op", "("):  # function call
+            return ("op", "call", *self.items(")"))
+        if low in ("my", "target") and self.peek() == ("op", "."):
+            self.take()
+            return self.primary(*self.take())
+        return ("ref", value)
+
+    def bracketed(self, value: str) -> Node:
+        """What an opening ``(``, ``{`` or ``[`` starts."""
         if value == "(":
             inner = self.expression()
             self.take(")")
@@ -321,6 +329,58 @@ def _tail(text: str, limit: int = 300) -> str:
     return text if len(text) <= limit else "..." + text[-limit:]
 
 
+def _temp_dir() -> str | None:
+    """``$GAHP_TEMP`` when it is a directory (else the system's temporary directory)."""
+    tmpdir = os.environ.get("GAHP_TEMP") or None
+    return tmpdir if tmpdir and os.path.isdir(tmpdir) else None
+
+
+def _hook_text(script: Path, variables: Sequence[str], mpinodes: int | None) -> str:
+    """The bash file that sets ``variables`` (and ``blah_opt_mpinodes``), then sources
+    ``script``."""
+    body = ["#!/bin/bash", *variables]
+    if mpinodes is not None:
+        body.append(f"blah_opt_mpinodes={int(mpinodes)}")
+    body.append(f"source {_sq(str(script))}")
+    return "\n".join(body) + "\n"
+
+
+def _run_bash(path: str, script: Path, cwd: str | None, timeout: float) -> tuple[int, bytes, bytes]:
+    """Run ``path`` with bash in ``cwd`` (when it is a directory) in a process group of its
+    own: its exit status, standard output and standard error.  On timeout the group is
+    killed and :class:`LocalAttributesError` raised."""
+    bash = shutil.which("bash") or "/bin/bash"
+    try:
+        proc = subprocess.Popen(
+            [bash, path],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            cwd=cwd if cwd is not None and os.path.isdir(cwd) else None,
+            start_new_session=True,
+        )
+    except OSError as exc:
+        raise LocalAttributesError(f"cannot run the site script {script}: {exc}") from None
+    try:
+        out, err = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        _kill_group(proc)
+        raise LocalAttributesError(
+            f"site script {script} did not finish within {timeout:g} s"
+        ) from None
+    return proc.returncode, out, err
+
+
+def _kill_group(proc: subprocess.Popen[bytes]) -> None:
+    """Kill ``proc``'s whole process group and reap it."""
+    with contextlib.suppress(OSError):
+        os.killpg(proc.pid, signal.SIGKILL)
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        proc.communicate(timeout=5)
+    if proc.poll() is None:  # pragma: no cover - bash ignores nothing after SIGKILL
+        proc.kill()
+
+
 def run_hook(
     script: Path,
     variables: Sequence[str],
@@ -331,50 +391,16 @@ def run_hook(
 ) -> tuple[str, ...]:
     """Run the site ``script`` with ``variables`` (lines from :func:`shell_variables`); return
     the non-blank lines it printed."""
-    bash = shutil.which("bash") or "/bin/bash"
-    body = ["#!/bin/bash", *variables]
-    if mpinodes is not None:
-        body.append(f"blah_opt_mpinodes={int(mpinodes)}")
-    body.append(f"source {_sq(str(script))}")
-    tmpdir = os.environ.get("GAHP_TEMP") or None
-    if tmpdir and not os.path.isdir(tmpdir):
-        tmpdir = None
-    fd, path = tempfile.mkstemp(prefix="blahpd-attributes-", suffix=".sh", dir=tmpdir)
+    text = _hook_text(script, variables, mpinodes)
+    fd, path = tempfile.mkstemp(prefix="blahpd-attributes-", suffix=".sh", dir=_temp_dir())
     try:
         with os.fdopen(fd, "w") as fh:
-            fh.write("\n".join(body) + "\n")
-        if cwd is not None and not os.path.isdir(cwd):
-            cwd = None
-        try:
-            proc = subprocess.Popen(
-                [bash, path],
-                stdin=subprocess.DEVNULL,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE,
-                cwd=cwd,
-                start_new_session=True,
-            )
-        except OSError as exc:
-            raise LocalAttributesError(f"cannot run the site script {script}: {exc}") from None
-        try:
-            out, err = proc.communicate(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            with contextlib.suppress(OSError):
-                os.killpg(proc.pid, signal.SIGKILL)
-            with contextlib.suppress(subprocess.TimeoutExpired):
-                proc.communicate(timeout=5)
-            if proc.poll() is None:  # pragma: no cover - bash ignores nothing after SIGKILL
-                proc.kill()
-            raise LocalAttributesError(
-                f"site script {script} did not finish within {timeout:g} s"
-            ) from None
+            fh.write(text)
+        returncode, out, err = _run_bash(path, script, cwd, timeout)
     finally:
         with contextlib.suppress(OSError):
             os.unlink(path)
-    if proc.returncode != 0:
+    if returncode != 0:
         why = _tail(err.decode(errors="replace")) or "no error output"
-        raise LocalAttributesError(
-            f"site script {script} failed (exit status {proc.returncode}): {why}"
-        )
-    text = out.decode(errors="replace")
-    return tuple(line.rstrip() for line in text.split("\n") if line.strip())
+        raise LocalAttributesError(f"site script {script} failed (exit status {returncode}): {why}")
+    return tuple(line.rstrip() for line in out.decode(errors="replace").split("\n") if line.strip())

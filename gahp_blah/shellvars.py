@@ -5,7 +5,7 @@ reads the same assignments as text, so nothing in the file is ever executed:
 
 * ``NAME=value``, ``NAME[i]=value`` (an array element), ``NAME=(a b c)`` (an array), several
   on a line, ``;`` between commands, ``export``/``declare``/``typeset``/``readonly`` before
-  them (``export`` marks the name exported);
+  them (``export``, and ``-x`` of the others, mark the name exported);
 * quoting as the shell reads it: ``'literal'``, ``"with $expansion"``, backslashes, a
   backslash-newline joins lines, ``#`` starts a comment at the start of a word;
 * ``$NAME``, ``${NAME}``, ``${NAME:-word}`` and ``${NAME-word}`` expand from the assignments
@@ -30,7 +30,13 @@ _ASSIGN = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)(?:\[([^\]\s]*)\])?=")
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _DECLARE = {"export", "declare", "typeset", "readonly"}
 _SPECIAL = set("|&<>")
+_VALUE_END = {"", " ", "\t", "\r", "\n", ";", ")", *_SPECIAL}
+"""What ends an unquoted value ("": the end of the text)."""
+_TILDE_END = ("/", "", " ", "\n", ";", ":")
+"""What may follow a ``~`` that stands for ``$HOME``."""
+_BRACED = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)(?:(:?-)(.*))?", re.S)
 MAX_WORDS = 10_000
+_NOT_AN_ASSIGNMENT = "not an assignment: skipped (blah.config is read, never run)"
 
 
 @attrs.frozen
@@ -66,6 +72,19 @@ _Word = tuple[str, str | None, str | tuple[str, ...] | None]
 None) for any other word."""
 
 
+def _declaration(words: list[_Word]) -> tuple[list[_Word], bool] | None:
+    """A command that starts with ``export``, ``declare``, ``typeset`` or ``readonly``: its
+    other words (options left out) and whether it exports them; None for any other command."""
+    first, index, _ = words[0]
+    if first not in _DECLARE or index is not None:
+        return None
+    options = [text for text, i, _ in words[1:] if i is None and text.startswith("-")]
+    rest = [(text, i, v) for text, i, v in words[1:] if not (i is None and text.startswith("-"))]
+    # declare/typeset/readonly -x (or -rx ...) export as export does
+    marks_export = any(o.startswith("-") and not o.startswith("--") and "x" in o for o in options)
+    return rest, first == "export" or marks_export
+
+
 class _Scanner:
     def __init__(
         self, text: str, path: str, lookup: Callable[[str], str | None], out: ShellFile
@@ -77,6 +96,14 @@ class _Scanner:
         self.lookup = lookup
         self.out = out
         self.lines = text.split("\n")
+        self.readers: dict[str, Callable[[], str]] = {
+            "\\": self.backslash,
+            "'": self.single_quoted,
+            '"': self.double_quoted,
+            "$": self.dollar,
+            "`": self.backquoted,
+        }
+        """What an unquoted value's character starts, read after the character."""
 
     # -- characters --------------------------------------------------------------------------
     def peek(self, k: int = 0) -> str:
@@ -115,28 +142,32 @@ class _Scanner:
 
     def command(self) -> None:
         start = self.line
-        words: list[_Word] = []
         try:
-            while True:
-                self.skip_blanks()
-                c = self.peek()
-                if c == "" or c == "\n" or c == ";":
-                    if c:
-                        self.take()
-                    break
-                if c == "#":
-                    self.skip_to_end_of_line()
-                    continue
-                if c in _SPECIAL or c in "()":
-                    raise _Skip(c)
-                words.append(self.word())
-                if len(words) > MAX_WORDS:
-                    raise _Skip("too many words")
+            words = self.words()
         except _Skip:
             self.skip_command()
-            self.note(start, "not an assignment: skipped (blah.config is read, never run)")
+            self.note(start, _NOT_AN_ASSIGNMENT)
             return
         self.apply(words, start)
+
+    def words(self) -> list[_Word]:
+        """The words of one command, up to its end (a newline, ``;``, the end of the text)."""
+        words: list[_Word] = []
+        while True:
+            self.skip_blanks()
+            c = self.peek()
+            if c in ("", "\n", ";"):
+                if c:
+                    self.take()
+                return words
+            if c == "#":
+                self.skip_to_end_of_line()
+                continue
+            if c in _SPECIAL or c in "()":
+                raise _Skip(c)
+            words.append(self.word())
+            if len(words) > MAX_WORDS:
+                raise _Skip("too many words")
 
     def skip_command(self) -> None:
         """Skip to the end of the line, past quotes (as well as a quote can be matched)."""
@@ -147,34 +178,39 @@ class _Scanner:
             if c == "\\" and self.i < len(self.s):
                 self.take()
             elif c in "'\"":
-                while self.i < len(self.s) and self.peek() != c:
-                    if c == '"' and self.peek() == "\\":
-                        self.take()
-                    if self.i < len(self.s):
-                        self.take()
-                if self.i < len(self.s):
-                    self.take()
+                self.skip_quoted(c)
+
+    def skip_quoted(self, quote: str) -> None:
+        """Past the closing ``quote`` (inside ``"..."`` a backslash escapes what follows)."""
+        while self.i < len(self.s) and self.peek() != quote:
+            if quote == '"' and self.peek() == "\\":
+                self.take()
+            if self.i < len(self.s):
+                self.take()
+        if self.i < len(self.s):
+            self.take()
 
     def apply(self, words: list[_Word], line: int) -> None:
         if not words:
             return
-        exported = False
-        if words[0][0] in _DECLARE and words[0][1] is None:
-            exported = words[0][0] == "export"
-            words = [w for w in words[1:] if not (w[1] is None and w[0].startswith("-"))]
-            if any(w[1] is None and "x" in w[0] and w[0].startswith("-") for w in words):
-                exported = True
-        elif any(w[1] is None for w in words):
-            self.note(line, "not an assignment: skipped (blah.config is read, never run)")
+        declared = _declaration(words)
+        if declared is None and any(index is None for _, index, _ in words):
+            self.note(line, _NOT_AN_ASSIGNMENT)
             return
+        words, exported = declared or (words, False)
+        self.assign_words(words, exported, line)
+
+    def assign_words(self, words: list[_Word], exported: bool, line: int) -> None:
+        """Each ``NAME=value`` of ``words``; a plain ``NAME`` (``export NAME``) is marked
+        exported."""
         raw = self.lines[line - 1].strip() if line <= len(self.lines) else ""
         for text, index, value in words:
-            if index is None:  # "export NAME": mark the name exported
-                if _NAME.fullmatch(text) and exported:
+            if index is None:
+                if exported and _NAME.fullmatch(text):
                     self.mark_exported(text)
-                continue
-            assert value is not None  # an assignment word always has a value
-            self.assign(text, index, value, exported, line, raw)
+            else:
+                assert value is not None  # an assignment word always has a value
+                self.assign(text, index, value, exported, line, raw)
 
     def mark_exported(self, name: str) -> None:
         self.out.exported.add(name)
@@ -243,34 +279,34 @@ class _Scanner:
 
     def value(self, tilde: bool = False) -> str:
         parts: list[str] = []
-        if tilde and self.peek() == "~" and self.peek(1) in ("/", "", " ", "\n", ";", ":"):
+        if tilde and self.peek() == "~" and self.peek(1) in _TILDE_END:
             self.take()
             parts.append(self.lookup("HOME") or "~")
-        while True:
-            c = self.peek()
-            if c in ("", " ", "\t", "\r", "\n", ";", ")") or c in _SPECIAL:
-                return "".join(parts)
+        while (c := self.peek()) not in _VALUE_END:
             if c == "(":
                 raise _Skip(c)
             self.take()
-            if c == "\\":
-                nxt = self.peek()
-                if nxt == "\n":
-                    self.take()
-                elif nxt:
-                    parts.append(self.take())
-            elif c == "'":
-                parts.append(self.until("'"))
-            elif c == '"':
-                parts.append(self.double_quoted())
-            elif c == "$":
-                parts.append(self.dollar())
-            elif c == "`":
-                line = self.line
-                parts.append("`" + self.until("`") + "`")
-                self.note(line, "command substitution `...` kept as text, not run")
-            else:
-                parts.append(c)
+            read = self.readers.get(c)
+            parts.append(read() if read is not None else c)
+        return "".join(parts)
+
+    def backslash(self) -> str:
+        """After an unquoted backslash: the next character (a newline joins lines)."""
+        nxt = self.peek()
+        if nxt == "\n":
+            self.take()
+            return ""
+        return self.take() if nxt else ""
+
+    def single_quoted(self) -> str:
+        return self.until("'")
+
+    def backquoted(self) -> str:
+        """After a backtick: the command substitution, kept as text."""
+        line = self.line
+        text = "`" + self.until("`") + "`"
+        self.note(line, "command substitution `...` kept as text, not run")
+        return text
 
     def until(self, close: str) -> str:
         start = self.i
@@ -297,9 +333,7 @@ class _Scanner:
             elif c == "$":
                 parts.append(self.dollar())
             elif c == "`":
-                line = self.line
-                parts.append("`" + self.until("`") + "`")
-                self.note(line, "command substitution `...` kept as text, not run")
+                parts.append(self.backquoted())
             else:
                 parts.append(c)
 
@@ -316,22 +350,27 @@ class _Scanner:
             self.note(line, f"command substitution ${text} kept as text, not run")
             return "$" + text
         if c == "{":
-            text = self.balanced("{", "}")
-            inner = text[1:-1]
-            m = re.fullmatch(r"([A-Za-z_][A-Za-z0-9_]*)(?:(:?-)(.*))?", inner, re.S)
-            if m is None or "$(" in inner or "`" in inner:
-                self.note(line, f"${text} kept as text (not expanded)")
-                return "$" + text
-            name, op, default = m.groups()
-            value = self.expand(name)
-            if op == ":-" and not value or op == "-" and self.known(name) is None:
-                return default or ""
-            return value
+            return self.braced(line)
         if c and (c.isdigit() or c in "$?!#@*-"):
             self.take()
             self.note(line, f"${c} kept as text (not expanded)")
             return "$" + c
         return "$"
+
+    def braced(self, line: int) -> str:
+        """``${NAME}``, ``${NAME:-word}`` or ``${NAME-word}`` expanded; another ``${...}``
+        kept as text."""
+        text = self.balanced("{", "}")
+        inner = text[1:-1]
+        m = _BRACED.fullmatch(inner)
+        if m is None or "$(" in inner or "`" in inner:
+            self.note(line, f"${text} kept as text (not expanded)")
+            return "$" + text
+        name, op, default = m.groups()
+        value = self.expand(name)
+        if op == ":-" and not value or op == "-" and self.known(name) is None:
+            return default or ""
+        return value
 
     def balanced(self, open_: str, close: str) -> str:
         depth = 0

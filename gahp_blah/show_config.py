@@ -35,6 +35,18 @@ def _setting(name: str, value: Any, where: str) -> Iterator[str]:
 
 def render(config: BlahConfig) -> Iterator[str]:
     """The lines ``--show-config`` prints."""
+    yield from _general(config)
+    yield from _drivers(config)
+    yield from _site(config)
+    o = config.origins
+    for name, value in config.exports.items():
+        yield from _setting(f"export {name}", value, o[f"export {name}"])
+    for warning in config.warnings:
+        yield f"# WARNING: {warning}"
+
+
+def _general(config: BlahConfig) -> Iterator[str]:
+    """The files read, the state directory, the drivers and the default grid type."""
     o = config.origins
     files = ", ".join(config.files) or "none (defaults)"
     yield f"# configuration files read: {files}"
@@ -51,6 +63,10 @@ def render(config: BlahConfig) -> Iterator[str]:
     yield from _setting(
         "default_gridtype", config.default_gridtype, o.get("default_gridtype", DEFAULT)
     )
+
+
+def _drivers(config: BlahConfig) -> Iterator[str]:
+    """Each driver's options (defaults included)."""
     for name in config.drivers:
         try:
             typed = driver_config(name, config.driver_options.get(name, {}))
@@ -61,7 +77,12 @@ def render(config: BlahConfig) -> Iterator[str]:
             continue
         for field in attrs.fields(type(typed)):
             key = f"driver.{name}.{field.name}"
-            yield from _setting(key, getattr(typed, field.name), o.get(key, DEFAULT))
+            yield from _setting(key, getattr(typed, field.name), config.origins.get(key, DEFAULT))
+
+
+def _site(config: BlahConfig) -> Iterator[str]:
+    """The site settings, where site scripts are looked for and each driver's one."""
+    o = config.origins
     site = config.site
     for field in attrs.fields(type(site)):
         if field.name == "script_dirs":
@@ -79,10 +100,6 @@ def render(config: BlahConfig) -> Iterator[str]:
             continue
         if script is not None:
             yield f"site script for {name} = {script}"
-    for name, value in config.exports.items():
-        yield from _setting(f"export {name}", value, o[f"export {name}"])
-    for warning in config.warnings:
-        yield f"# WARNING: {warning}"
 
 
 def show_config(options: argparse.Namespace, out: TextIO, err: TextIO) -> int:

@@ -111,6 +111,7 @@ class _Ad:
             if isinstance(value, str):
                 out.append((name, value))
         return tuple(out)
+
     def names(self) -> list[str]:
         """The ad's attribute names, as the ad spells them."""
         return list(self._keys.values())
@@ -156,6 +157,11 @@ DRIVER_INT_OPTIONS = {
     "BoincPriority": "priority",
     "BoincTargetHost": "target_host",
     "BoincTargetUser": "target_user",
+    "BoincMinQuorum": "min_quorum",
+    "BoincTargetNresults": "target_nresults",
+    "BoincMaxErrorResults": "max_error_results",
+    "BoincMaxTotalResults": "max_total_results",
+    "BoincMaxSuccessResults": "max_success_results",
 }
 """Integer submit-ad attributes passed to the job driver as options (their decimal text)."""
 
@@ -204,9 +210,7 @@ def parse_submit_ad(
     The job's environment gets ``X509_USER_PROXY`` (the proxy's absolute path: the file
     BLAH_JOB_REFRESH_PROXY rewrites) when the ad names a proxy file that exists."""
     ad = _Ad(_load_classad(text))
-    gridtype = ad.string("gridtype") or default_gridtype
-    if not gridtype:
-        raise SubmitError("attribute gridtype is missing (which batch system?)")
+    gridtype = _gridtype(ad, default_gridtype)
     cmd = ad.string("Cmd")
     if not cmd:
         raise SubmitError("attribute Cmd (the executable) is missing")
@@ -258,9 +262,7 @@ def parse_submit_ad(
         proxy=proxy,
         transfer_input=transfer_input,
         transfer_output=_file_list(ad.string("TransferOutput")),
-        expressions=tuple(
-            (name, expr) for name in expressions if (expr := ad.expression(name)) is not None
-        ),
+        expressions=_expressions(ad, expressions),
         node_number=node_number,
         strings=ad.strings(strings),
         # attributes handed to the site script (blah_pass_*_submit_attributes) are used too
@@ -324,6 +326,19 @@ def _refuse_remaps(ad: _Ad) -> None:
             " the job writes them (in Iwd, on the shared file system); remove"
             " transfer_output_remaps or write the files where they are wanted"
         )
+
+
+def _gridtype(ad: _Ad, default: str | None) -> str:
+    """``gridtype`` (the batch system), else ``default``; one of them must be given."""
+    gridtype = ad.string("gridtype") or default
+    if not gridtype:
+        raise SubmitError("attribute gridtype is missing (which batch system?)")
+    return gridtype
+
+
+def _expressions(ad: _Ad, names: Sequence[str]) -> tuple[tuple[str, str], ...]:
+    """(name, unevaluated text) of the attributes ``names`` the ad has."""
+    return tuple((name, expr) for name in names if (expr := ad.expression(name)) is not None)
 
 
 def _unknown(ad: _Ad, expressions: Sequence[str]) -> tuple[str, ...]:

@@ -40,8 +40,9 @@ if TYPE_CHECKING:
         SyncBoincClient,
         check_job,
     )
+    from gahp_boinc._inputs import InlineInput, RemoteInput, ServerFile, ServerUrl
     from gahp_boinc._outputs import ArchiveLimits, FetchRequest
-    from gahp_boinc._rpc import (
+    from gahp_boinc._records import (
         BATCH_STATES,
         BatchDetail,
         BatchInfo,
@@ -61,9 +62,10 @@ if TYPE_CHECKING:
 
 _LAZY = {
     "gahp_boinc._client": ("BatchStates", "BoincClient", "Job", "SyncBoincClient", "check_job"),
+    "gahp_boinc._inputs": ("InlineInput", "RemoteInput", "ServerFile", "ServerUrl"),
     "gahp_boinc._outputs": ("ArchiveLimits", "FetchRequest"),
     "gahp_boinc._safe_names": ("check_output_name", "open_inside"),
-    "gahp_boinc._rpc": (
+    "gahp_boinc._records": (
         "BATCH_STATES",
         "BatchDetail",
         "BatchInfo",
@@ -95,6 +97,7 @@ __all__ = [
     "BoincJob",
     "CompletedJob",
     "FetchRequest",
+    "InlineInput",
     "Job",
     "JobCounts",
     "JobDetail",
@@ -108,7 +111,10 @@ __all__ = [
     "NoSuchJob",
     "OutputError",
     "Project",
+    "RemoteInput",
     "RpcError",
+    "ServerFile",
+    "ServerUrl",
     "StagingError",
     "SubmitReport",
     "SubmitRequest",

@@ -20,18 +20,22 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import functools
 import os
 import threading
 import time
+import types
 from collections.abc import Awaitable, Callable, Coroutine, Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, Concatenate, Generic, ParamSpec, TypeVar, overload
 
 import attrs
 
 from gahp_boinc._errors import BoincError
+from gahp_boinc._inputs import INPUT_TYPES, InputSpec
 from gahp_boinc._outputs import FetchRequest, fetch_output
 from gahp_boinc._rpc import (
+    MAX_DOWNLOAD_BYTES,
     MAX_REPLY_BYTES,
     BatchDetail,
     BatchInfo,
@@ -62,6 +66,8 @@ if TYPE_CHECKING:
     import httpx
 
 T = TypeVar("T")
+P = ParamSpec("P")
+R = TypeVar("R")
 
 FINAL_STATES = frozenset({"DONE", "ERROR"})
 """query_batch2 job states after which a job does not change."""
@@ -76,8 +82,8 @@ def project(url: str, authenticator: str) -> Project:
     return Project(url=url if url.endswith("/") else url + "/", authenticator=authenticator)
 
 
-def _paths(values: Iterable[str | Path]) -> tuple[Path, ...]:
-    return tuple(Path(v) for v in values)
+def _paths(values: Iterable[str | Path | InputSpec]) -> tuple[Path | InputSpec, ...]:
+    return tuple(v if isinstance(v, INPUT_TYPES) else Path(v) for v in values)
 
 
 def _strings(values: Iterable[object]) -> tuple[str, ...]:
@@ -87,11 +93,13 @@ def _strings(values: Iterable[object]) -> tuple[str, ...]:
 @attrs.frozen
 class Job:
     """A job to submit: its (unique) name, command-line arguments, and input files in the
-    order of the application's input template."""
+    order of the application's input template: each a local path (staged by content) or
+    an :class:`InlineInput`, :class:`RemoteInput`, :class:`ServerFile` or
+    :class:`ServerUrl`."""
 
     name: str
     args: tuple[str, ...] = attrs.field(default=(), converter=_strings)
-    inputs: tuple[Path, ...] = attrs.field(default=(), converter=_paths)
+    inputs: tuple[Path | InputSpec, ...] = attrs.field(default=(), converter=_paths)
     options: JobOptions = JobOptions()
     """Priority, target host or user, per-job input and output templates."""
 
@@ -99,7 +107,9 @@ class Job:
         return BoincJob(
             name=self.name,
             args=self.args,
-            inputs=tuple((str(p), p.name) for p in self.inputs),
+            inputs=tuple(
+                p if isinstance(p, INPUT_TYPES) else (str(p), p.name) for p in self.inputs
+            ),
             options=self.options,
         )
 
@@ -143,6 +153,8 @@ class BoincClient:
             once, :meth:`submit` recovers them safely.
         deadline: seconds within which an RPC and its retries end.
         max_reply_bytes: the largest RPC reply accepted (downloads are streamed to disk).
+        max_download_bytes: the largest output download written to disk (a file or an
+            archive; default 4 GiB): a bigger one is refused and nothing of it is kept.
         backoff: seconds before the first retry (doubling, with jitter).
         lease_seconds: how long a batch made by :meth:`submit` lives unless leased again.
         run_in_worker: ``await run_in_worker(fn, *args)`` runs blocking work (MD5 of
@@ -165,6 +177,7 @@ class BoincClient:
         backoff: float = 0.5,
         lease_seconds: float = 3600.0,
         max_reply_bytes: int = MAX_REPLY_BYTES,
+        max_download_bytes: int = MAX_DOWNLOAD_BYTES,
         run_in_worker: Callable[..., Awaitable[Any]] | None = None,
     ) -> None:
         if (url is None) != (authenticator is None):
@@ -180,6 +193,9 @@ class BoincClient:
             verify=verify,
             max_reply_bytes=max_reply_bytes,
         )
+        if max_download_bytes < 1:
+            raise ValueError("max_download_bytes must be positive")
+        self.rpc.max_download_bytes = max_download_bytes
         self.lease_seconds = lease_seconds
         self.md5 = Md5Cache()
         self.submit_state = SubmitState()
@@ -283,9 +299,10 @@ class BoincClient:
         params: JobParams | None = None,
         *,
         project: Project | None = None,
-    ) -> None:
-        """submit_batch of jobs whose inputs are already on the server (sent once)."""
-        await self.rpc.submit_batch(
+    ) -> int:
+        """submit_batch of jobs whose inputs are already on the server (sent once); the
+        batch's id."""
+        return await self.rpc.submit_batch(
             self._p(project), batch_id, app_name, jobs, params or JobParams()
         )
 
@@ -299,14 +316,19 @@ class BoincClient:
 
     async def query_batch(
         self,
-        batch_name: str,
+        batch_name: str | int,
         *,
         get_job_details: bool = True,
         get_cpu_time: bool = False,
         project: Project | None = None,
     ) -> BatchDetail:
         """query_batch: a batch's summary and its jobs (with their status and failure
-        details unless ``get_job_details`` is false; the batch's CPU time if asked)."""
+        details unless ``get_job_details`` is false; the batch's CPU time if asked).
+
+        A batch is named by its name or by its id (an ``int``, as :meth:`submit` and
+        :meth:`create_batch` return it): BOINC's batch names need not be unique, and a name
+        addresses the oldest batch of that name. So do abort_batch, retire_batch,
+        set_expire_time, lease, retire and get_batch_outputs."""
         return await self.rpc.query_batch(
             self._p(project), batch_name, get_job_details, get_cpu_time
         )
@@ -364,16 +386,16 @@ class BoincClient:
         :meth:`query_batch`): name, id, state in words, output sizes."""
         return await self.rpc.query_job(self._p(project), job_id)
 
-    async def abort_batch(self, batch_name: str, *, project: Project | None = None) -> None:
+    async def abort_batch(self, batch_name: str | int, *, project: Project | None = None) -> None:
         """abort_batch: cancel every unfinished job of a batch (the batch is aborted)."""
         await self.rpc.abort_batch(self._p(project), batch_name)
 
-    async def retire_batch(self, batch_name: str, *, project: Project | None = None) -> None:
+    async def retire_batch(self, batch_name: str | int, *, project: Project | None = None) -> None:
         """retire_batch: the server may delete the batch's files."""
         await self.rpc.retire_batch(self._p(project), batch_name)
 
     async def set_expire_time(
-        self, batch_name: str, expire_time: float, *, project: Project | None = None
+        self, batch_name: str | int, expire_time: float, *, project: Project | None = None
     ) -> None:
         """set_expire_time (a Unix time)."""
         await self.rpc.set_expire_time(self._p(project), batch_name, expire_time)
@@ -442,12 +464,14 @@ class BoincClient:
         )
 
     async def get_batch_outputs(
-        self, batch_name: str, dest: str | Path, *, project: Project | None = None
+        self, batch_name: str | int, dest: str | Path, *, project: Project | None = None
     ) -> int:
         """get_output.php's batch download: a zip of the outputs of every job of the batch
         that succeeded (members named by the files' physical names) into ``dest``; the
         byte count."""
         p = self._p(project)
+        if isinstance(batch_name, int):
+            return await self.rpc.download_batch_outputs(p, batch_name, Path(dest))
         info = (await self.rpc.query_batch(p, batch_name, get_job_details=False)).batch
         return await self.rpc.download_batch_outputs(p, info.id, Path(dest))
 
@@ -577,16 +601,49 @@ class BoincClient:
         await self.abort_jobs(names, project=project)
 
     async def lease(
-        self, batch_name: str, seconds: float, *, project: Project | None = None
+        self, batch_name: str | int, seconds: float, *, project: Project | None = None
     ) -> float:
         """Keep a batch for ``seconds`` from now (it expires then); the new expiry time."""
         expire = time.time() + seconds
         await self.set_expire_time(batch_name, expire, project=project)
         return expire
 
-    async def retire(self, batch_name: str, *, project: Project | None = None) -> None:
+    async def retire(self, batch_name: str | int, *, project: Project | None = None) -> None:
         """Retire a batch whose outputs are fetched."""
         await self.retire_batch(batch_name, project=project)
+
+
+class _Blocking(Generic[P, R]):
+    """A :class:`SyncBoincClient` method: the blocking twin of the :class:`BoincClient`
+    coroutine method it is made of, with its signature, run by :meth:`SyncBoincClient.run`
+    on the client's loop. Written once, in :class:`BoincClient`."""
+
+    def __init__(self, method: Callable[Concatenate[BoincClient, P], Coroutine[Any, Any, R]]):
+        name = self._name = method.__name__
+
+        @functools.wraps(method)
+        def unbound(sync: SyncBoincClient, *args: P.args, **kwargs: P.kwargs) -> R:
+            coro: Coroutine[Any, Any, R] = getattr(sync.client, name)(*args, **kwargs)
+            return sync.run(coro)
+
+        unbound.__doc__ = f"Blocking :meth:`BoincClient.{name}`."
+        self._unbound = unbound
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        if name != self._name:
+            raise TypeError(f"{owner.__name__}.{name} is the twin of BoincClient.{self._name}")
+        self._unbound.__qualname__ = f"{owner.__qualname__}.{name}"
+
+    @overload
+    def __get__(self, sync: None, owner: type) -> Callable[..., R]: ...
+
+    @overload
+    def __get__(self, sync: SyncBoincClient, owner: type) -> Callable[P, R]: ...
+
+    def __get__(self, sync: SyncBoincClient | None, owner: type) -> Callable[..., R]:
+        if sync is None:
+            return self._unbound
+        return types.MethodType(self._unbound, sync)
 
 
 class SyncBoincClient:
@@ -718,277 +775,40 @@ class SyncBoincClient:
         return self.client.calls
 
     # Each method is the blocking twin of the :class:`BoincClient` method of the same name,
-    # with its signature (tests/gahp_boinc/test_boinc_public_api.py checks it).
-
-    def ping(self, *, project: Project | None = None) -> None:
-        """Blocking :meth:`BoincClient.ping`."""
-        return self.run(self.client.ping(project=project))
-
-    def get_templates(
-        self,
-        app_name: str | None = None,
-        *,
-        job_name: str | None = None,
-        project: Project | None = None,
-    ) -> Templates:
-        """Blocking :meth:`BoincClient.get_templates`."""
-        return self.run(self.client.get_templates(app_name, job_name=job_name, project=project))
-
-    def create_batch(
-        self,
-        batch_name: str,
-        app_name: str,
-        expire_time: float,
-        *,
-        project: Project | None = None,
-    ) -> int:
-        """Blocking :meth:`BoincClient.create_batch`."""
-        return self.run(
-            self.client.create_batch(batch_name, app_name, expire_time, project=project)
-        )
-
-    def query_files(
-        self,
-        names: Sequence[str],
-        batch_id: int | None = None,
-        *,
-        project: Project | None = None,
-    ) -> list[int]:
-        """Blocking :meth:`BoincClient.query_files`."""
-        return self.run(self.client.query_files(names, batch_id, project=project))
-
-    def upload_files(
-        self,
-        batch_id: int,
-        files: Sequence[tuple[str, Path]],
-        *,
-        project: Project | None = None,
-    ) -> None:
-        """Blocking :meth:`BoincClient.upload_files`."""
-        return self.run(self.client.upload_files(batch_id, files, project=project))
-
-    def submit_batch(
-        self,
-        batch_id: int,
-        app_name: str,
-        jobs: Sequence[JobInput],
-        params: JobParams | None = None,
-        *,
-        project: Project | None = None,
-    ) -> None:
-        """Blocking :meth:`BoincClient.submit_batch`."""
-        return self.run(self.client.submit_batch(batch_id, app_name, jobs, params, project=project))
-
-    def query_batches(
-        self, *, get_cpu_time: bool = False, project: Project | None = None
-    ) -> list[BatchInfo]:
-        """Blocking :meth:`BoincClient.query_batches`."""
-        return self.run(self.client.query_batches(get_cpu_time=get_cpu_time, project=project))
-
-    def query_batch(
-        self,
-        batch_name: str,
-        *,
-        get_job_details: bool = True,
-        get_cpu_time: bool = False,
-        project: Project | None = None,
-    ) -> BatchDetail:
-        """Blocking :meth:`BoincClient.query_batch`."""
-        return self.run(
-            self.client.query_batch(
-                batch_name,
-                get_job_details=get_job_details,
-                get_cpu_time=get_cpu_time,
-                project=project,
-            )
-        )
-
-    def query_batch2(
-        self,
-        batch_names: Sequence[str],
-        min_mod_time: str | float = "0",
-        *,
-        project: Project | None = None,
-    ) -> BatchStates:
-        """Blocking :meth:`BoincClient.query_batch2`."""
-        return self.run(self.client.query_batch2(batch_names, min_mod_time, project=project))
-
-    def query_completed_job(self, job_name: str, *, project: Project | None = None) -> CompletedJob:
-        """Blocking :meth:`BoincClient.query_completed_job`."""
-        return self.run(self.client.query_completed_job(job_name, project=project))
-
-    def abort_jobs(self, job_names: Sequence[str], *, project: Project | None = None) -> None:
-        """Blocking :meth:`BoincClient.abort_jobs`."""
-        return self.run(self.client.abort_jobs(job_names, project=project))
-
-    def estimate_batch(
-        self,
-        app_name: str,
-        jobs: Sequence[Job | JobInput],
-        params: JobParams | None = None,
-        *,
-        project: Project | None = None,
-    ) -> float:
-        """Blocking :meth:`BoincClient.estimate_batch`."""
-        return self.run(self.client.estimate_batch(app_name, jobs, params, project=project))
-
-    def get_job_counts(self, *, project: Project | None = None) -> JobCounts:
-        """Blocking :meth:`BoincClient.get_job_counts`."""
-        return self.run(self.client.get_job_counts(project=project))
-
-    def query_job(self, job_id: int, *, project: Project | None = None) -> tuple[JobInstance, ...]:
-        """Blocking :meth:`BoincClient.query_job`."""
-        return self.run(self.client.query_job(job_id, project=project))
-
-    def abort_batch(self, batch_name: str, *, project: Project | None = None) -> None:
-        """Blocking :meth:`BoincClient.abort_batch`."""
-        return self.run(self.client.abort_batch(batch_name, project=project))
-
-    def retire_batch(self, batch_name: str, *, project: Project | None = None) -> None:
-        """Blocking :meth:`BoincClient.retire_batch`."""
-        return self.run(self.client.retire_batch(batch_name, project=project))
-
-    def set_expire_time(
-        self, batch_name: str, expire_time: float, *, project: Project | None = None
-    ) -> None:
-        """Blocking :meth:`BoincClient.set_expire_time`."""
-        return self.run(self.client.set_expire_time(batch_name, expire_time, project=project))
-
-    def get_output(
-        self,
-        job_name: str,
-        file_num: int,
-        dest: str | Path,
-        *,
-        result_id: int = 0,
-        gunzip: bool = False,
-        project: Project | None = None,
-    ) -> int:
-        """Blocking :meth:`BoincClient.get_output`."""
-        return self.run(
-            self.client.get_output(
-                job_name, file_num, dest, result_id=result_id, gunzip=gunzip, project=project
-            )
-        )
-
-    def get_collected_output(
-        self,
-        result_id: int,
-        index: int,
-        dest: str | Path,
-        *,
-        gunzip: bool = False,
-        project: Project | None = None,
-    ) -> int:
-        """Blocking :meth:`BoincClient.get_collected_output`."""
-        return self.run(
-            self.client.get_collected_output(result_id, index, dest, gunzip=gunzip, project=project)
-        )
-
-    def get_batch_archive(
-        self, batch_id: int, dest: str | Path, *, fmt: str = "zip", project: Project | None = None
-    ) -> int:
-        """Blocking :meth:`BoincClient.get_batch_archive`."""
-        return self.run(self.client.get_batch_archive(batch_id, dest, fmt=fmt, project=project))
-
-    def get_job_outputs(
-        self, job_id: int, dest: str | Path, *, project: Project | None = None
-    ) -> int:
-        """Blocking :meth:`BoincClient.get_job_outputs`."""
-        return self.run(self.client.get_job_outputs(job_id, dest, project=project))
-
-    def get_instance_output(
-        self,
-        instance_name: str,
-        file_num: int,
-        dest: str | Path,
-        *,
-        project: Project | None = None,
-    ) -> int:
-        """Blocking :meth:`BoincClient.get_instance_output`."""
-        return self.run(
-            self.client.get_instance_output(instance_name, file_num, dest, project=project)
-        )
-
-    def get_batch_outputs(
-        self, batch_name: str, dest: str | Path, *, project: Project | None = None
-    ) -> int:
-        """Blocking :meth:`BoincClient.get_batch_outputs`."""
-        return self.run(self.client.get_batch_outputs(batch_name, dest, project=project))
-
-    def physical_names(self, paths: Sequence[str | Path]) -> list[str]:
-        """Blocking :meth:`BoincClient.physical_names`."""
-        return self.run(self.client.physical_names(paths))
-
-    def submit(
-        self,
-        batch_name: str,
-        app_name: str,
-        jobs: Sequence[Job | BoincJob],
-        params: JobParams | None = None,
-        *,
-        lease_seconds: float | None = None,
-        project: Project | None = None,
-    ) -> SubmitReport:
-        """Blocking :meth:`BoincClient.submit`."""
-        return self.run(
-            self.client.submit(
-                batch_name, app_name, jobs, params, lease_seconds=lease_seconds, project=project
-            )
-        )
-
-    def submit_request(
-        self, req: SubmitRequest, *, lease_seconds: float | None = None
-    ) -> SubmitReport:
-        """Blocking :meth:`BoincClient.submit_request`."""
-        return self.run(self.client.submit_request(req, lease_seconds=lease_seconds))
-
-    def wait(
-        self,
-        batch_names: str | Sequence[str],
-        *,
-        interval: float = 1.0,
-        timeout: float | None = None,
-        project: Project | None = None,
-    ) -> dict[str, str]:
-        """Blocking :meth:`BoincClient.wait`."""
-        return self.run(
-            self.client.wait(batch_names, interval=interval, timeout=timeout, project=project)
-        )
-
-    def fetch_output(
-        self,
-        job_name: str,
-        directory: str | Path,
-        *,
-        stderr_file: str | Path | None = None,
-        files: Mapping[str, str | Path] | None = None,
-        project: Project | None = None,
-    ) -> CompletedJob:
-        """Blocking :meth:`BoincClient.fetch_output`."""
-        return self.run(
-            self.client.fetch_output(
-                job_name, directory, stderr_file=stderr_file, files=files, project=project
-            )
-        )
-
-    def fetch_request(
-        self, req: FetchRequest, output_names: tuple[str, ...] | None = None
-    ) -> CompletedJob:
-        """Blocking :meth:`BoincClient.fetch_request`."""
-        return self.run(self.client.fetch_request(req, output_names))
-
-    def abort(self, job_names: str | Sequence[str], *, project: Project | None = None) -> None:
-        """Blocking :meth:`BoincClient.abort`."""
-        return self.run(self.client.abort(job_names, project=project))
-
-    def lease(self, batch_name: str, seconds: float, *, project: Project | None = None) -> float:
-        """Blocking :meth:`BoincClient.lease`."""
-        return self.run(self.client.lease(batch_name, seconds, project=project))
-
-    def retire(self, batch_name: str, *, project: Project | None = None) -> None:
-        """Blocking :meth:`BoincClient.retire`."""
-        return self.run(self.client.retire(batch_name, project=project))
+    # with its signature, made of it (tests/gahp_boinc/test_boinc_public_api.py checks that
+    # every public coroutine method has one).
+    ping = _Blocking(BoincClient.ping)
+    get_templates = _Blocking(BoincClient.get_templates)
+    create_batch = _Blocking(BoincClient.create_batch)
+    query_files = _Blocking(BoincClient.query_files)
+    upload_files = _Blocking(BoincClient.upload_files)
+    submit_batch = _Blocking(BoincClient.submit_batch)
+    query_batches = _Blocking(BoincClient.query_batches)
+    query_batch = _Blocking(BoincClient.query_batch)
+    query_batch2 = _Blocking(BoincClient.query_batch2)
+    query_completed_job = _Blocking(BoincClient.query_completed_job)
+    abort_jobs = _Blocking(BoincClient.abort_jobs)
+    estimate_batch = _Blocking(BoincClient.estimate_batch)
+    get_job_counts = _Blocking(BoincClient.get_job_counts)
+    query_job = _Blocking(BoincClient.query_job)
+    abort_batch = _Blocking(BoincClient.abort_batch)
+    retire_batch = _Blocking(BoincClient.retire_batch)
+    set_expire_time = _Blocking(BoincClient.set_expire_time)
+    get_output = _Blocking(BoincClient.get_output)
+    get_collected_output = _Blocking(BoincClient.get_collected_output)
+    get_batch_archive = _Blocking(BoincClient.get_batch_archive)
+    get_job_outputs = _Blocking(BoincClient.get_job_outputs)
+    get_instance_output = _Blocking(BoincClient.get_instance_output)
+    get_batch_outputs = _Blocking(BoincClient.get_batch_outputs)
+    physical_names = _Blocking(BoincClient.physical_names)
+    submit = _Blocking(BoincClient.submit)
+    submit_request = _Blocking(BoincClient.submit_request)
+    wait = _Blocking(BoincClient.wait)
+    fetch_output = _Blocking(BoincClient.fetch_output)
+    fetch_request = _Blocking(BoincClient.fetch_request)
+    abort = _Blocking(BoincClient.abort)
+    lease = _Blocking(BoincClient.lease)
+    retire = _Blocking(BoincClient.retire)
 
 
 def check_job(job: Job | BoincJob) -> None:
@@ -996,6 +816,7 @@ def check_job(job: Job | BoincJob) -> None:
     locally: each input a readable regular file, the arguments passable to BOINC's job
     creator. Nothing is sent (:meth:`BoincClient.submit` checks the same first)."""
     spec = job.spec() if isinstance(job, Job) else job
-    for src, _ in spec.inputs:
-        check_input(Path(src))
+    for item in spec.inputs:
+        if not isinstance(item, INPUT_TYPES):
+            check_input(Path(item[0]))
     command_line(spec.args)

@@ -10,6 +10,8 @@ from __future__ import annotations
 import re
 from typing import TypeVar
 
+import attrs
+
 E = TypeVar("E", bound="RpcError")
 
 
@@ -24,25 +26,31 @@ class BoincError(Exception):
     """
 
 
+@attrs.define(auto_exc=True)
 class RpcError(BoincError):
     """A BOINC RPC failed: server error, HTTP failure, unreadable reply or timeout.
 
-    ``code`` is BOINC's error number when the server gave one; ``retryable`` says whether
-    the same request may succeed later (a transport error, HTTP 502/503/504).
+    An attrs record (compared by identity, as exceptions are): ``message`` (its ``str``);
+    ``code``, BOINC's error number when the server gave one; ``retryable``, whether the same
+    request may succeed later (a transport error, HTTP 502/503/504); for an HTTP error
+    reply, its ``status``, the ``retry_after`` seconds a 503 asked for, and the first bytes
+    of its ``body``.
     """
 
-    def __init__(self, message: str, *, code: int | None = None, retryable: bool = False) -> None:
-        super().__init__(message)
-        self.code = code
-        self.retryable = retryable
+    message: str
+    code: int | None = None
+    retryable: bool = False
+    status: int | None = None
+    retry_after: float | None = None
+    body: bytes = attrs.field(default=b"", repr=False)
+
+    def __str__(self) -> str:
+        return self.message
 
     def reworded(self: E, message: str) -> E:
-        """The same failure (class, code, retryability) with another message; raise it
+        """The same failure (class and every field) with another message; raise it
         ``from`` this one."""
-        new = type(self).__new__(type(self))
-        new.__dict__.update(self.__dict__)
-        Exception.__init__(new, message)
-        return new
+        return attrs.evolve(self, message=message)
 
 
 class BadAuthenticator(RpcError):
@@ -60,6 +68,7 @@ class NoSuchApp(RpcError):
     """The project has no application of this name: ``app not found: <name>``."""
 
 
+@attrs.define(auto_exc=True)
 class NoSuchBatch(RpcError):
     """The project has no such batch: ``no batch named <name>`` (query_batch2), ``no such
     batch``, ``no batch <id>``.
@@ -114,9 +123,8 @@ def rpc_error(message: str, text: str, *, code: int | None = None) -> RpcError:
     text = text.strip()
     for pattern, cls in _KINDS:
         if pattern.match(text):
-            err = cls(message, code=code)
-            if isinstance(err, NoSuchBatch):
+            if cls is NoSuchBatch:
                 m = _BATCH.match(text)
-                err.batch = m.group(1) if m else None
-            return err
+                return NoSuchBatch(message, code=code, batch=m.group(1) if m else None)
+            return cls(message, code=code)
     return RpcError(message, code=code)

@@ -5,7 +5,8 @@ small request (URL and header models, the pool's bookkeeping, an event-driven pa
 failed ``import sniffio`` whenever sniffio is not installed), and a tenth of a second of
 imports at startup. A GAHP fetching a job's output makes two such requests, so that was
 most of its CPU. This client writes a request in one piece and feeds the reply, as it
-arrives, to httptools (llhttp, Node.js's parser), which frames it. :mod:`gahp_boinc._rpc`
+arrives, to httptools (llhttp, Node.js's parser), which frames it. It is one
+:class:`~gahp_boinc._transport.Transport`; :class:`gahp_boinc._route.RoutedTransport`
 uses it for ``http://`` URLs when no proxy is set in the environment; TLS, proxies and a
 caller's own httpx client go through httpx.
 
@@ -24,12 +25,15 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import AsyncGenerator, AsyncIterator
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 from urllib.parse import urlsplit
 
 import httptools
 
 from gahp_boinc._errors import BoincError
+
+if TYPE_CHECKING:
+    from gahp_boinc._transport import Form
 
 MAX_HEAD = 64 * 1024
 """The most a reply's status line and headers may take."""
@@ -55,6 +59,11 @@ class HttpTransportError(BoincError):
     ``retryable`` is false when retrying cannot help (a refused TLS certificate)."""
 
     retryable = True
+
+    def __init__(self, reason: str, *, retryable: bool | None = None) -> None:
+        super().__init__(reason)
+        if retryable is not None:
+            self.retryable = retryable
 
 
 class HttpTooLarge(HttpTransportError):
@@ -396,6 +405,16 @@ class PlainHttp:
         finally:
             reply.release()
         return reply
+
+    async def send(
+        self, method: str, url: str, form: Form | None = None, limit: int | None = None
+    ) -> Reply:
+        """:meth:`request` with ``form``'s body (its files read into it): the
+        :class:`~gahp_boinc._transport.Transport` way."""
+        if form is None:
+            return await self.request(method, url, limit=limit)
+        body, content_type = form.encode()
+        return await self.request(method, url, body, content_type, limit=limit)
 
     @contextlib.asynccontextmanager
     async def stream(

@@ -1,11 +1,14 @@
 """httpx for what the lean client (:mod:`gahp_boinc._http`) leaves: TLS, proxies, large
-uploads and a caller's own ``httpx.AsyncClient``. Imported when first needed: httpx and
-its stack take a tenth of a second to import."""
+uploads and a caller's own ``httpx.AsyncClient``, as a
+:class:`~gahp_boinc._transport.Transport` (:class:`HttpxTransport`). Imported when first
+needed: httpx and its stack take a tenth of a second to import."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
+import re
 import ssl
 from collections.abc import AsyncGenerator, AsyncIterator
 from typing import Any
@@ -20,10 +23,27 @@ from gahp_boinc._http import (
     HttpTransportError,
     read_body,
 )
-from gahp_boinc._rpc import SHARDS, TOTAL_CONNECTIONS, USER_AGENT, tls_verify
+from gahp_boinc._transport import SHARDS, TOTAL_CONNECTIONS, USER_AGENT, Form, tls_verify
 
 _IDENTITY = {"Accept-Encoding": "identity"}
 """Bodies are read raw (and bounded as they arrive), so none is asked for compressed."""
+
+
+class _HideAuthStr(logging.Filter):
+    """Masks the authenticator in the get_output.php URLs httpx logs (``auth_str=...``)."""
+
+    _pattern = re.compile(r"(auth_str=)[^&\s\"]*")
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        message = record.getMessage()
+        if "auth_str=" in message:
+            record.msg, record.args = self._pattern.sub(r"\1***", message), None
+        return True
+
+
+_httpx_log = logging.getLogger("httpx")
+if not any(isinstance(f, _HideAuthStr) for f in _httpx_log.filters):
+    _httpx_log.addFilter(_HideAuthStr())
 
 
 def make_client(
@@ -127,13 +147,13 @@ async def send(
 
 
 @contextlib.asynccontextmanager
-async def stream(
-    client: httpx.AsyncClient, url: str, timeout: float, cookie: str | None = None
+async def _stream(
+    client: httpx.AsyncClient, method: str, url: str, timeout: float, cookie: str | None = None
 ) -> AsyncIterator[Streamed]:
-    """A streamed GET through ``client`` (with a ``Cookie`` header when given), its errors
-    as :mod:`gahp_boinc._http`'s."""
+    """A streamed request through ``client`` (with a ``Cookie`` header when given), its
+    errors as :mod:`gahp_boinc._http`'s."""
     extra: dict[str, Any] = {"headers": {"Cookie": cookie}} if cookie else {}
-    got = await _open(client, "GET", url, timeout, extra)
+    got = await _open(client, method, url, timeout, extra)
     try:
         yield got
     finally:
@@ -141,9 +161,42 @@ async def stream(
 
 
 def _transport_error(exc: httpx.TransportError) -> HttpTransportError:
-    err = HttpTransportError(_transport_reason(exc))
-    err.retryable = not _is_certificate_error(exc)
-    return err
+    return HttpTransportError(_transport_reason(exc), retryable=not _is_certificate_error(exc))
+
+
+class HttpxTransport:
+    """A :class:`~gahp_boinc._transport.Transport` over an ``httpx.AsyncClient``: a form's
+    files are streamed from open handles (never held in memory); a request ends within
+    ``timeout`` seconds (see :class:`Streamed`)."""
+
+    def __init__(self, client: httpx.AsyncClient, timeout: float) -> None:
+        self.client, self.timeout = client, timeout
+
+    async def send(
+        self, method: str, url: str, form: Form | None = None, limit: int | None = None
+    ) -> Streamed:
+        if form is None:
+            return await send(self.client, method, url, self.timeout, limit)
+        if not form.files:
+            content, ctype = form.encode()
+            headers = {"Content-Type": ctype}
+            return await send(
+                self.client, method, url, self.timeout, limit, content=content, headers=headers
+            )
+        with contextlib.ExitStack() as handles:
+            parts: list[tuple[str, Any]] = [("request", (None, form.xml.encode("utf-8")))]
+            for i, (_, path) in enumerate(form.files):
+                fh = handles.enter_context(open(path, "rb"))
+                parts.append((f"file_{i}", (path.name, fh, "application/octet-stream")))
+            return await send(self.client, method, url, self.timeout, limit, files=parts)
+
+    def stream(
+        self, method: str, url: str, cookie: str | None = None
+    ) -> contextlib.AbstractAsyncContextManager[Streamed]:
+        return _stream(self.client, method, url, self.timeout, cookie)
+
+    async def aclose(self) -> None:
+        await self.client.aclose()
 
 
 class ShardedTransport(httpx.AsyncBaseTransport):

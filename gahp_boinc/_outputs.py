@@ -20,8 +20,9 @@ from pathlib import Path
 
 import attrs
 
+from gahp_boinc._downloads import part_path
 from gahp_boinc._errors import OutputError, RpcError, UnsafeOutput
-from gahp_boinc._rpc import BoincRpc, CompletedJob, Project, part_path
+from gahp_boinc._rpc import BoincRpc, CompletedJob, Project
 from gahp_boinc._safe_names import check_member_path, check_output_name, inside
 
 log = logging.getLogger("gahp.boinc.outputs")

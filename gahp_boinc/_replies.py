@@ -11,10 +11,13 @@ from __future__ import annotations
 import html
 import re
 import xml.etree.ElementTree as ET
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from xml.parsers.expat import ExpatError
 
 from gahp_boinc._errors import BoincError, RpcError, rpc_error
+
+if TYPE_CHECKING:
+    from gahp_boinc._transport import Reply
 
 _DECL = re.compile(rb"^\s*<\?xml[^>]*\?>\s*")
 _ABORTED = re.compile(rb"<aborted [^>]*>")
@@ -228,3 +231,130 @@ def as_list(value: Any) -> list[Any]:
     if value is None:
         return []
     return value if isinstance(value, list) else [value]
+
+
+def status_error(reply: Reply, command: str, url: str) -> RpcError | None:
+    """The error an RPC's reply that is not HTTP 200 stands for (None for a 200): the
+    server's own error message when it gave one (BOINC's PHP 8 servers answer some with
+    HTTP 500), else the status, with its ``status``, ``retry_after`` (a 503's Retry-After)
+    and ``body``; 502, 503 and 504 are retryable."""
+    status = reply.status_code
+    if status == 200:
+        return None
+    if 300 <= status < 400:
+        where = reply.headers.get("location", "?")
+        return RpcError(f"{command}: {url} redirects to {where}; use that project URL")
+    body = reply.content
+    err = top_level_error(body, command)
+    if err is not None:
+        return err.reworded(f"{command}: HTTP {status}: {err}")
+    snippet = decode_text(body[:160]).strip().replace("\n", " ")
+    retry_after = None
+    if status == 503 and (ra := reply.headers.get("retry-after", "")).strip().isdigit():
+        retry_after = float(ra)
+    return RpcError(
+        f"{command}: HTTP {status} {reply.reason_phrase} from {url}"
+        + (f": {snippet}" if snippet and status != 500 else ""),
+        retryable=status in (502, 503, 504),
+        status=status,
+        retry_after=retry_after,
+        body=body,
+    )
+
+
+def plain_query_batch2(body: bytes) -> tuple[str, list[list[tuple[str, str]]]] | None:
+    """What ``parse_query_batch2`` returns for a plain reply, read by ElementTree's C parser
+    (7 times faster for a thousand jobs); None for anything unusual (an error, attributes,
+    repeated or nested fields, a size mismatch...), which ``parse_query_batch2`` then reads
+    with its own tolerance and error messages. The server writes job names unescaped, so a
+    reply holding ``&`` (an entity or a raw name) is not plain either."""
+    if b"&" in body or top_level_error(body, "query_batch2") is not None:
+        return None
+    try:
+        return _plain_batches(ET.fromstring(decode_text(_DECL.sub(b"", body, count=1))))
+    except (ET.ParseError, _NotPlain):
+        return None
+
+
+def _plain_batches(root: ET.Element) -> tuple[str, list[list[tuple[str, str]]]]:
+    """The server time and batches of a parsed query_batch2 reply; :class:`_NotPlain` when
+    anything in it is unusual."""
+    server_time = ""
+    sizes: list[int] = []
+    batches: list[list[tuple[str, str]]] = []
+    for el in root:
+        tag = el.tag
+        if el.attrib or tag.startswith("{"):
+            raise _NotPlain
+        if tag == "job":
+            if not batches:
+                raise _NotPlain
+            batches[-1].append(_plain_job(el))
+        elif tag == "server_time":
+            server_time = _plain_leaf(el)
+        elif tag == "batch_size":
+            text = _plain_leaf(el)
+            if not text.isdigit():
+                raise _NotPlain
+            sizes.append(int(text))
+            batches.append([])
+    if not server_time or sizes != [len(jobs) for jobs in batches]:
+        raise _NotPlain
+    return server_time, batches
+
+
+def _plain_job(el: ET.Element) -> tuple[str, str]:
+    """A ``<job>``'s name and status, when its fields are distinct, bare text elements."""
+    fields: dict[str, str] = {}
+    for child in el:
+        if child.tag in fields or child.attrib or len(child):
+            raise _NotPlain
+        fields[child.tag] = (child.text or "").strip()
+    if not fields and (el.text or "").strip():
+        raise _NotPlain
+    return fields.get("job_name", ""), fields.get("status", "")
+
+
+def _plain_leaf(el: ET.Element) -> str:
+    """The stripped text of an element without children."""
+    if len(el):
+        raise _NotPlain
+    return (el.text or "").strip()
+
+
+def reply_int(value: Any, what: str) -> int:
+    """``value`` (a reply's field) as an int; an :class:`RpcError` naming ``what`` if it
+    is not one."""
+    try:
+        return int(str(value).strip())
+    except (TypeError, ValueError):
+        raise RpcError(f"bad {what} in reply: {value!r}") from None
+
+
+def reply_float(value: Any, what: str) -> float:
+    """``value`` (a reply's field) as a float; an :class:`RpcError` naming ``what`` if it
+    is not one."""
+    try:
+        return float(str(value).strip())
+    except (TypeError, ValueError):
+        raise RpcError(f"bad {what} in reply: {value!r}") from None
+
+
+_MASK_BITS = {
+    1: "could not send",
+    2: "too many errors",
+    4: "too many success results",
+    8: "too many total results",
+    16: "cancelled",
+    32: "no canonical result (validation)",
+}
+
+
+def error_mask_text(mask: str) -> str:
+    """A workunit's error mask (``error_mask``) in words."""
+    try:
+        m = int(mask)
+    except ValueError:
+        return "job failed"
+    names = [text for bit, text in _MASK_BITS.items() if m & bit]
+    return ", ".join(names) if names else "job not finished"

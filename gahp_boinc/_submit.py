@@ -18,8 +18,10 @@ from typing import Any
 import attrs
 
 from gahp_boinc._errors import RpcError, StagingError
+from gahp_boinc._inputs import INPUT_TYPES, InputSpec, check_no_secret
 from gahp_boinc._rpc import BoincRpc, JobInput, JobOptions, JobParams, Project
 from gahp_boinc._staging import Md5Cache, check_input, command_line, physical_name
+from gahp_boinc._templates import with_replication
 
 log = logging.getLogger("gahp.boinc.submit")
 
@@ -33,8 +35,9 @@ class BoincJob:
 
     name: str
     args: tuple[str, ...]
-    inputs: tuple[tuple[str, str], ...]
-    """(local source path, logical name) pairs."""
+    inputs: tuple[tuple[str, str] | InputSpec, ...]
+    """(local source path, logical name) pairs, staged by content, or inputs of another
+    mode (:mod:`gahp_boinc._inputs`)."""
     options: JobOptions = JobOptions()
 
 
@@ -119,7 +122,7 @@ async def submit(
     project = req.project
     # Check everything local first: a bad request must not leave an empty batch behind.
     command_lines = [command_line(job.args) for job in req.jobs]
-    paths = _checked_inputs(req.jobs)
+    paths = _checked_inputs(req.jobs, project.authenticator)
     templates = await _step("getting templates", rpc.get_templates(project, app_name=req.app))
     _check_input_counts(req, templates.n_inputs)
     phys_of, distinct = await _physical_names(paths, md5, run_in_worker)
@@ -129,8 +132,10 @@ async def submit(
         JobInput(
             name=job.name,
             command_line=cl,
-            inputs=tuple(phys_of[src] for src, _ in job.inputs),
-            options=job.options,
+            inputs=tuple(
+                item if isinstance(item, INPUT_TYPES) else phys_of[item[0]] for item in job.inputs
+            ),
+            options=_with_template(job.options, templates.input_template),
         )
         for job, cl in zip(req.jobs, command_lines, strict=True)
     ]
@@ -155,13 +160,31 @@ async def submit(
     return report
 
 
-def _checked_inputs(jobs: Sequence[BoincJob]) -> dict[str, Path]:
-    """Every distinct input file of the jobs (by source path), each checked readable."""
+def _with_template(options: JobOptions, app_template: str) -> JobOptions:
+    """The job's options with its replication values written into its own input template
+    (the application's, or the one the job brings)."""
+    values = options.replication
+    if not values:
+        return options
+    base = options.input_template or app_template
+    if not base:
+        raise StagingError("the application's input template is unknown: cannot set replication")
+    return attrs.evolve(options, input_template=with_replication(base, values))
+
+
+def _checked_inputs(jobs: Sequence[BoincJob], authenticator: str) -> dict[str, Path]:
+    """Every distinct local input file of the jobs (by source path), each checked readable;
+    inputs of other modes are checked to hold no authenticator."""
     paths: dict[str, Path] = {}
     for job in jobs:
-        for src, _ in job.inputs:
-            if src not in paths:
-                paths[src] = Path(src)
+        for item in job.inputs:
+            if isinstance(item, INPUT_TYPES):
+                try:
+                    check_no_secret(item, authenticator)
+                except ValueError as exc:
+                    raise StagingError(f"job {job.name}: {exc}") from None
+            elif item[0] not in paths:
+                paths[item[0]] = Path(item[0])
     for path in paths.values():
         check_input(path)
     return paths

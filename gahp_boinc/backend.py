@@ -11,12 +11,14 @@ import asyncio
 import logging
 from collections.abc import Sequence
 
+import attrs
+
 from gahp_boinc import __version__
 from gahp_boinc._client import BoincClient
 from gahp_boinc._config import BoincConfig, load_config
 from gahp_boinc._errors import BoincError
 from gahp_boinc._outputs import FetchRequest
-from gahp_boinc._rpc import JobParams, Project
+from gahp_boinc._rpc import JobOptions, JobParams, Project
 from gahp_boinc._submit import BoincJob, SubmitRequest
 from gahp_core import (
     BackendContext,
@@ -104,6 +106,62 @@ def _number_or_null(text: str, what: str) -> float | None:
         raise _bad(f"{what} is not a number: {text!r}") from None
 
 
+SUBMIT_BATCH_OPTIONS = ("priority", "allocation_priority")
+SUBMIT_JOB_OPTIONS = (
+    "target_host",
+    "target_user",
+    "min_quorum",
+    "target_nresults",
+    "max_error_results",
+    "max_total_results",
+    "max_success_results",
+)
+MAX_SUBMIT_OPTIONS = len(SUBMIT_BATCH_OPTIONS) + len(SUBMIT_JOB_OPTIONS)
+
+
+def submit_options(fields: Sequence[str], params: JobParams) -> tuple[JobParams, JobOptions]:
+    """The ``NAME=VALUE`` fields BOINC_SUBMIT may carry after its six job parameters (an
+    extension: HTCondor's gridmanager sends none): the batch's ``priority`` and
+    ``allocation_priority`` (1 or 0), and for every job of the batch ``target_host``,
+    ``target_user`` and the replication values. Each an integer, each at most once."""
+    if len(fields) > MAX_SUBMIT_OPTIONS:
+        raise _bad(f"BOINC_SUBMIT has {len(fields)} options (at most {MAX_SUBMIT_OPTIONS})")
+    values: dict[str, int] = {}
+    for field in fields:
+        name, _, text = field.partition("=")
+        if name not in SUBMIT_BATCH_OPTIONS and name not in SUBMIT_JOB_OPTIONS:
+            raise _bad(f"BOINC_SUBMIT option {name[:40]!r} is unknown")
+        if name in values:
+            raise _bad(f"BOINC_SUBMIT option {name} is given twice")
+        digits = text[1:] if text.startswith("-") else text
+        if not (digits.isascii() and digits.isdigit()) or len(text) > 12:
+            raise _bad(f"BOINC_SUBMIT option {name} is not an integer: {text[:40]!r}")
+        values[name] = int(text)
+    if values.get("allocation_priority", 0) not in (0, 1):
+        raise _bad("BOINC_SUBMIT option allocation_priority is 0 or 1")
+    for name in ("target_host", "target_user"):
+        if values.get(name, 0) < 0:
+            raise _bad(f"BOINC_SUBMIT option {name} is a database id (0 or more)")
+    params = attrs.evolve(
+        params,
+        priority=values.get("priority", params.priority),
+        allocation_priority=bool(values.get("allocation_priority", params.allocation_priority)),
+    )
+    try:
+        options = JobOptions(
+            target_host=values.get("target_host", 0),
+            target_user=values.get("target_user", 0),
+            min_quorum=values.get("min_quorum"),
+            target_nresults=values.get("target_nresults"),
+            max_error_results=values.get("max_error_results"),
+            max_total_results=values.get("max_total_results"),
+            max_success_results=values.get("max_success_results"),
+        )
+    except ValueError as exc:
+        raise _bad(f"BOINC_SUBMIT options: {exc}") from None
+    return params, options
+
+
 class BoincBackend:
     """State shared by the commands: the selected project and the :class:`BoincClient` (its
     connection pool, MD5 cache and submission state serve every project)."""
@@ -166,10 +224,11 @@ class BoincBackend:
                 jobs.append(BoincJob(name=name, args=job_args, inputs=tuple(files)))
         except IndexError:
             raise _bad("BOINC_SUBMIT arguments end before the jobs it announces") from None
-        rest = args[i:]
+        rest = list(args[i:])
+        n_fixed = next((k for k, v in enumerate(rest) if "=" in v), len(rest))
         params = JobParams()
-        if len(rest) == 6:
-            vals = [_number_or_null(v, "job parameter") for v in rest]
+        if n_fixed == 6:
+            vals = [_number_or_null(v, "job parameter") for v in rest[:6]]
             params = JobParams(
                 rsc_fpops_est=vals[0],
                 rsc_fpops_bound=vals[1],
@@ -178,8 +237,14 @@ class BoincBackend:
                 delay_bound=vals[4],
                 app_version_num=int(vals[5]) if vals[5] is not None else None,
             )
-        elif rest:
-            raise _bad(f"BOINC_SUBMIT has {len(rest)} arguments after its jobs (0 or 6 expected)")
+        elif n_fixed:
+            raise _bad(
+                f"BOINC_SUBMIT has {n_fixed} arguments after its jobs (0 or 6 expected, then "
+                "NAME=VALUE options)"
+            )
+        params, options = submit_options(rest[n_fixed:], params)
+        if options != JobOptions():
+            jobs = [attrs.evolve(job, options=options) for job in jobs]
         project = self._current()
         if project is None:
             return None, None

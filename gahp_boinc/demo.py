@@ -14,100 +14,18 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
-import os
-import select
 import shutil
 import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Sequence
 from pathlib import Path
 
 from gahp_boinc import BoincClient, BoincError, Job, SyncBoincClient
 from gahp_boinc.emulator import EmulatorServer
-from gahp_core import LineSplitter, __version__, join, split
+from gahp_core import GahpClient, __version__
 
 WORDS = ["volunteer", "computing", "grid", "ascii", "helper", "protocol", "batch", "job"]
-
-
-class _GahpSession:
-    """A GAHP server over pipes, driven as HTCondor's gridmanager does (what the demo needs:
-    commands, asynchronous calls collected with RESULTS, QUIT)."""
-
-    def __init__(self, command: Sequence[str]) -> None:
-        self.proc = subprocess.Popen(
-            list(command),
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.DEVNULL,
-            bufsize=0,
-        )
-        self._splitter = LineSplitter()
-        self._lines: list[bytes] = []
-        self._reqid = 0
-        self.banner = self._line(20.0)
-
-    def _line(self, timeout: float) -> str:
-        """The next line the server writes (without its terminator)."""
-        out = self.proc.stdout
-        assert out is not None
-        deadline = time.monotonic() + timeout
-        while not self._lines:
-            left = deadline - time.monotonic()
-            if left <= 0 or not select.select([out], [], [], left)[0]:
-                raise TimeoutError(f"no line from the GAHP within {timeout:g} s")
-            data = os.read(out.fileno(), 65536)
-            if not data:
-                raise EOFError("the GAHP closed its output")
-            self._lines += [line for line in self._splitter.feed(data) if line is not None]
-        return self._lines.pop(0).decode("utf-8", "surrogateescape").rstrip("\r")
-
-    def command(self, *args: str, timeout: float = 10.0) -> list[str]:
-        """Send a request; its return line's fields (``["S", ...]``)."""
-        assert self.proc.stdin is not None
-        self.proc.stdin.write(join(args).encode("utf-8", "surrogateescape") + b"\r\n")
-        while True:
-            line = self._line(timeout)
-            if line != "R":  # an asynchronous notification (ASYNC_MODE_ON only)
-                return split(line)
-
-    def call(self, command: str, *args: str, timeout: float = 30.0) -> list[str]:
-        """An asynchronous command with a fresh request id: its result's fields."""
-        self._reqid += 1
-        rid = str(self._reqid)
-        ret = self.command(command, rid, *args)
-        if ret != ["S"]:
-            raise RuntimeError(f"{command} was not accepted: {ret!r}")
-        deadline = time.monotonic() + timeout
-        while True:
-            head = self.command("RESULTS")
-            results = [split(self._line(10.0)) for _ in range(int(head[1]))]
-            for fields in results:
-                if fields[0] == rid:
-                    return fields[1:]
-            if time.monotonic() > deadline:
-                raise TimeoutError(f"no result for {command} within {timeout:g} s")
-            time.sleep(0.05)
-
-    def quit(self) -> None:
-        """QUIT, and wait for the server to exit."""
-        self.command("QUIT")
-        self.proc.wait(5)
-
-    def close(self) -> None:
-        """Close the pipes; make sure the server is gone."""
-        assert self.proc.stdin is not None
-        with contextlib.suppress(OSError):
-            self.proc.stdin.close()
-        try:
-            self.proc.wait(5)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait(5)
-        if self.proc.stdout is not None:
-            self.proc.stdout.close()
 
 
 def _make_inputs(folder: Path, count: int) -> list[Path]:
@@ -129,8 +47,9 @@ def run_demo(out_dir: Path, jobs: int, job_delay: float, failing: bool = True) -
             state_dir=work / "project", port=0, job_delay=job_delay, volunteers=2
         ) as srv:
             print(f"BOINC project emulator at {srv.url}")
-            gahp = _GahpSession(
-                [sys.executable, "-m", "gahp_boinc", "--log", str(work / "gahp.log")]
+            gahp = GahpClient(
+                [sys.executable, "-m", "gahp_boinc", "--log", str(work / "gahp.log")],
+                stderr=subprocess.DEVNULL,
             )
             try:
                 return _session(gahp, srv, inputs, out_dir, jobs, failing)
@@ -141,7 +60,7 @@ def run_demo(out_dir: Path, jobs: int, job_delay: float, failing: bool = True) -
 
 
 def _session(
-    gahp: _GahpSession,
+    gahp: GahpClient,
     srv: EmulatorServer,
     inputs: list[Path],
     out_dir: Path,
@@ -205,7 +124,7 @@ def _submit_args(batch: str, inputs: list[Path], jobs: int) -> tuple[list[str], 
     return args, names
 
 
-def _poll(gahp: _GahpSession, batch: str, jobs: int, t0: float) -> dict[str, str] | None:
+def _poll(gahp: GahpClient, batch: str, jobs: int, t0: float) -> dict[str, str] | None:
     """Query the batch until its jobs are all final (or two minutes passed), showing the
     progress; the jobs' states, or None when a query failed."""
     states: dict[str, str] = {}
@@ -230,7 +149,7 @@ def _poll(gahp: _GahpSession, batch: str, jobs: int, t0: float) -> dict[str, str
     return states
 
 
-def _fetch_done(gahp: _GahpSession, names: list[str], states: dict[str, str], out_dir: Path) -> int:
+def _fetch_done(gahp: GahpClient, names: list[str], states: dict[str, str], out_dir: Path) -> int:
     """Fetch the outputs of the jobs done into ``out_dir`` (renamed); how many were."""
     fetched = 0
     for i, name in enumerate(names):
@@ -253,7 +172,7 @@ def _fetch_done(gahp: _GahpSession, names: list[str], states: dict[str, str], ou
     return fetched
 
 
-def _show_failed_job(gahp: _GahpSession, extra: str, out_dir: Path) -> None:
+def _show_failed_job(gahp: GahpClient, extra: str, out_dir: Path) -> None:
     """How the job of the batch that fails on purpose ends; retire that batch."""
     # it was submitted after the main batch, and may still be running when that one is done
     deadline = time.monotonic() + 60

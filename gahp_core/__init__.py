@@ -5,13 +5,16 @@ return and result lines, RESULTS, async notification, response prefixes and shut
 
 Everything a backend (or a program driving one) needs is importable from here; the
 modules whose names start with an underscore are the implementation and may change
-without notice. :mod:`gahp_core.testing` is the public test kit, and ``__version__``
+without notice. :class:`GahpClient` (over pipes) and :class:`InProcessClient` talk to a
+server as HTCondor does. :mod:`gahp_core.testing` is the public test kit, and ``__version__``
 the version of the ``gahp`` distribution.
 """
 
 __version__ = "0.1.0"  # first: the modules below import it
 
 from gahp_core._app import add_core_options, build_server, dialect_of, main_for_backend, run
+from gahp_core._client import GahpClient, GahpTimeout, InProcessClient, LineClient
+from gahp_core._client_connection import BadServerLine, ClientConnection, parse_results_head
 from gahp_core._commands import (
     BadRequest,
     Command,
@@ -83,6 +86,13 @@ from gahp_core._protocol import (
 from gahp_core._server import GahpServer
 
 __all__ = [
+    "parse_results_head",
+    "ClientConnection",
+    "BadServerLine",
+    "LineClient",
+    "InProcessClient",
+    "GahpTimeout",
+    "GahpClient",
     "ENTRY_POINT_GROUP",
     "ERROR",
     "FAILURE",

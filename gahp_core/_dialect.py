@@ -30,7 +30,7 @@ class Runtime(Protocol):
     options: ServerOptions
 
     @property
-    def commands(self) -> Mapping[str, Command]:
+    def commands(self) -> Mapping[str, Command[Any]]:
         """The commands backends declared, by name."""
         ...
 
@@ -52,7 +52,7 @@ class Runtime(Protocol):
         """Begin shutdown."""
         ...
 
-    def start(self, cmd: Command, parsed: Any, done: Done) -> None:
+    def start(self, cmd: Command[Any], parsed: Any, done: Done) -> None:
         """Run ``cmd``'s handler on ``parsed``; ``done`` gets its outcome (not if cancelled).
 
         ``done`` may be called before this returns (a coroutine that never waits): answer

@@ -117,6 +117,12 @@ class LineSplitter:
             self._scan = 0
         return out
 
+    @property
+    def holding(self) -> bool:
+        """Whether part of a line is held (or an over-long line is being dropped): the next
+        bytes continue it."""
+        return bool(self._buf) or self._overflow
+
     def pending(self) -> bytes:
         """Bytes received after the last complete line (an unterminated last line)."""
         return bytes(self._buf)

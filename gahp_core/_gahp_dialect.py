@@ -74,7 +74,7 @@ class GahpDialect(Dialect):
             else:
                 self._dispatch_sync(cmd, event.args)
 
-    def _dispatch_sync(self, cmd: Command, args: tuple[str, ...]) -> None:
+    def _dispatch_sync(self, cmd: Command[Any], args: tuple[str, ...]) -> None:
         conn = self.connection
         if not cmd.accepts(len(args)):
             conn.reply(ERROR, (wrong_arguments(cmd, len(args)),))
@@ -107,7 +107,7 @@ class GahpDialect(Dialect):
             return
         conn.reply(SUCCESS, fields)
 
-    def _dispatch_async(self, cmd: Command, args: tuple[str, ...]) -> None:
+    def _dispatch_async(self, cmd: Command[Any], args: tuple[str, ...]) -> None:
         conn = self.connection
         runtime = self.runtime
         if not args or parse_reqid(args[0]) is None:
@@ -133,7 +133,7 @@ class GahpDialect(Dialect):
         conn.accept()  # before the handler starts: its result line comes after this S
         runtime.start(cmd, parsed, functools.partial(self._finish, cmd, reqid))
 
-    def _finish(self, cmd: Command, reqid: str, value: Any, exc: BaseException | None) -> None:
+    def _finish(self, cmd: Command[Any], reqid: str, value: Any, exc: BaseException | None) -> None:
         if exc is None:
             try:
                 fields = as_fields(value)
@@ -173,7 +173,7 @@ def _shown(value: object, limit: int = 200) -> str:
     return text if len(text) <= limit else f"{text[:limit]}... ({len(text)} characters)"
 
 
-def wrong_arguments(cmd: Command, got: int) -> str:
+def wrong_arguments(cmd: Command[Any], got: int) -> str:
     """The ``E`` message for a request with the wrong argument count."""
     return f"wrong number of arguments: {cmd.usage()}, not {got}"
 
@@ -185,7 +185,7 @@ class BuiltinCommands:
         self._dialect = dialect
 
     @hookimpl
-    def gahp_commands(self, context: BackendContext) -> Sequence[Command]:
+    def gahp_commands(self, context: BackendContext) -> Sequence[Command[Any]]:
         return [Command("COMMANDS", self._commands, asynchronous=False, nargs=0)]
 
     def _commands(self, args: Sequence[str]) -> list[str]:

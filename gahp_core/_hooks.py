@@ -101,7 +101,7 @@ class GahpSpec:
         """Add the backend's command-line options (configuration) to ``parser``."""
 
     @hookspec
-    def gahp_commands(self, context: BackendContext) -> Sequence[Command]:
+    def gahp_commands(self, context: BackendContext) -> Sequence[Command[Any]]:
         """The commands the backend contributes, bound to its state."""
         raise NotImplementedError
 

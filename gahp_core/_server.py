@@ -45,7 +45,7 @@ class GahpServer:
         self.dialect = dialect
         self.options = options or ServerOptions()
         self.version = version
-        self.commands: dict[str, Command] = {}
+        self.commands: dict[str, Command[Any]] = {}
         self._names = sorted(dialect.protocol_commands)
         self.executor = concurrent.futures.ThreadPoolExecutor(
             max_workers=self.options.workers, thread_name_prefix="gahp-worker"
@@ -60,7 +60,7 @@ class GahpServer:
         self._watch: LoopWatch | None = None
         dialect.attach(self)
 
-    def add_commands(self, commands: Iterable[Command]) -> None:
+    def add_commands(self, commands: Iterable[Command[Any]]) -> None:
         """Answer ``commands`` too (a name may be declared once, and not be the dialect's)."""
         for cmd in commands:
             if cmd.name in self.commands or cmd.name in self.dialect.protocol_commands:
@@ -102,7 +102,7 @@ class GahpServer:
         """Requests and background tasks started whose outcome is not delivered yet."""
         return len(self._inflight)
 
-    def start(self, cmd: Command, parsed: Any, done: Done) -> None:
+    def start(self, cmd: Command[Any], parsed: Any, done: Done) -> None:
         """Run ``cmd``'s handler on ``parsed``; ``done`` gets its outcome (not if cancelled).
 
         A coroutine handler starts at once, in this call, in a task on the loop (see
@@ -190,7 +190,7 @@ class GahpServer:
         # Everything built so far (modules, plugins) lives as long as the process: keep it
         # out of the collector's full scans, which thousands of pending requests make costly.
         gc.freeze()
-        stop_reading = await _open_reader(loop, stdin, self._received)
+        stop_reading = await _open_reader(loop, stdin, self.feed)
         await self._stopping.wait()
         stop_reading()
         await self._shutdown()
@@ -226,8 +226,11 @@ class GahpServer:
 
     def feed(self, data: bytes) -> None:
         """A chunk of input (``b""``: its end), on the loop, outside any task: what the
-        reader of :meth:`serve` does with each chunk of stdin."""
-        self._received(data)
+        reader of :meth:`serve` does with each chunk of stdin. It is handled where
+        handlers start eagerly (see :mod:`gahp_core._eager`): at once, or on 3.11 in the
+        dispatcher task, on the next turn of the loop, chunks in order."""
+        assert self._eager is not None
+        self._eager.call(functools.partial(self._received, data))
 
     def _received(self, data: bytes) -> None:
         """A chunk of input (``b""``: end of input): to the dialect, then write its answers."""

@@ -26,10 +26,11 @@ from types import FrameType
 from typing import TextIO
 
 from gahp_core import __version__
+from gahp_core._client import GahpClient, GahpTimeout
+from gahp_core._client_connection import BadServerLine
 from gahp_core._errors import GahpError
 from gahp_core._escaping import join, split
 from gahp_core._protocol import parse_reqid
-from gahp_core.testing import GahpClient, GahpTimeout
 
 try:  # line editing and history where the platform has them
     import readline as _readline
@@ -70,9 +71,9 @@ class ServerGone(GahpError):
 class NoBanner(GahpError):
     """The server ended, or said nothing, before its banner."""
 
-    def __init__(self, proc: subprocess.Popen[bytes] | None, cause: Exception) -> None:
+    def __init__(self, client: GahpClient, cause: Exception) -> None:
         super().__init__(str(cause))
-        self.proc = proc
+        self.client = client
 
 
 def quote_field(field: str) -> str:
@@ -164,35 +165,6 @@ class Transcript:
             self._fh = None
 
 
-class _ShellClient(GahpClient):
-    """A :class:`GahpClient` that hands each stderr line to a callback as it arrives."""
-
-    def __init__(self, command: Sequence[str], on_stderr: Callable[[str], None]) -> None:
-        self._on_stderr = on_stderr
-        try:
-            super().__init__(command, crlf=True)
-        except (EOFError, GahpTimeout) as exc:
-            raise NoBanner(getattr(self, "proc", None), exc) from None
-
-    def _read_stderr(self) -> None:
-        assert self.proc.stderr is not None
-        buf = b""
-        while True:
-            try:
-                chunk = self.proc.stderr.read(65536)  # unbuffered: what is there
-            except (OSError, ValueError):
-                break
-            if not chunk:
-                break
-            self._stderr_chunks.append(chunk)
-            buf += chunk
-            *lines, buf = buf.split(b"\n")
-            for line in lines:
-                self._on_stderr(line.decode("utf-8", "replace").rstrip("\r"))
-        if buf:
-            self._on_stderr(buf.decode("utf-8", "replace"))
-
-
 class Shell:
     """The interactive session: a prompt in the main thread, a poller thread beside it."""
 
@@ -212,7 +184,7 @@ class Shell:
         self.ids = RequestIds()
         self.pending: set[str] = set()
         self.prefix = ""
-        self.client: _ShellClient | None = None
+        self.client: GahpClient | None = None
         self._interactive = sys.stdin.isatty() and self.out.isatty()
         self._io = threading.RLock()  # one request/reply exchange at a time
         self._out_lock = threading.Lock()
@@ -262,11 +234,15 @@ class Shell:
             try:
                 line = self.client.read_raw(timeout)
             except GahpTimeout:
-                if self.client.proc.poll() is not None and timeout > 0:
+                if self.client.poll() is not None and timeout > 0:
                     raise ServerGone from None
                 return None
             except EOFError:
                 raise ServerGone from None
+            except BadServerLine as exc:  # dropped; the ones after it still count
+                self.transcript.write("#", str(exc))
+                self.emit(f"# {exc}")
+                continue
             self.transcript.write("<", line)
             line = line.rstrip("\r")
             if self.prefix and line.startswith(self.prefix):
@@ -296,7 +272,7 @@ class Shell:
         while (line := self._receive(0)) is not None:
             self._show(line, "unexpected: ")
         assert self.client is not None
-        if self.client.proc.poll() is not None:
+        if self.client.poll() is not None:
             # Exited: show what it still wrote, then report.
             while (line := self._receive(0.2)) is not None:
                 self._show(line, "unexpected: ")
@@ -411,7 +387,12 @@ class Shell:
     def start(self) -> None:
         """Spawn the server and print its banner."""
         self.transcript.write("#", "spawn " + shlex.join(self.command))
-        self.client = _ShellClient(self.command, self._stderr_line)
+        client = GahpClient(self.command, on_stderr=self._stderr_line, read_banner=False)
+        try:
+            client.read_banner()
+        except (EOFError, GahpTimeout, BadServerLine) as exc:
+            raise NoBanner(client, exc) from None
+        self.client = client
         self.transcript.write("<", self.client.banner)
         self.emit(self.client.banner.rstrip("\r"))
         if self._interactive:
@@ -423,7 +404,7 @@ class Shell:
         client = self.client
         if client is None:
             return 1
-        if asked and not self._quitting and client.proc.poll() is None:
+        if asked and not self._quitting and client.poll() is None:
             try:
                 with self._io:
                     self._quitting = True
@@ -458,14 +439,7 @@ class Shell:
         try:
             self.start()
         except NoBanner as exc:
-            how = "no process"
-            if exc.proc is not None:
-                try:
-                    code = exc.proc.wait(2)
-                except subprocess.TimeoutExpired:
-                    exc.proc.kill()
-                    code = exc.proc.wait()
-                how = describe_exit(code)
+            how = describe_exit(exc.client.wait(5))  # read_banner closed it
             self.emit(f"# no banner from the server ({exc}): {how}")
             self.transcript.write("#", f"no banner: {how}")
             self.transcript.close()

@@ -1,5 +1,4 @@
-"""GAHP clients (over pipes, or in this process) and a conformance suite any backend can
-run against itself.
+"""A conformance suite any backend can run against itself, and helpers for tests.
 
 Use the suite by subclassing :class:`GahpConformance` in a pytest module::
 
@@ -7,34 +6,23 @@ Use the suite by subclassing :class:`GahpConformance` in a pytest module::
         server_command = ["my-gahp"]
         async_probe = "MY_PING {reqid}"   # any async command that answers quickly
 
-:class:`GahpClient` spawns a server and speaks to it over pipes, as HTCondor does;
-:class:`InProcessClient` has the same API and runs the backend in the test's process.
+:class:`GahpClient` (spawns a server and speaks to it over pipes, as HTCondor does) and
+:class:`InProcessClient` (the same API, the backend in the test's process) are those of
+:mod:`gahp_core`, importable here too (as they were before they moved there).
 """
 
 from __future__ import annotations
 
-import argparse
-import asyncio
-import contextlib
-import logging
-import os
-import queue
-import subprocess
-import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, NoReturn, Self, TypeVar
+from typing import Any, TypeVar
 
+from gahp_core._client import GahpClient, GahpTimeout, InProcessClient, LineClient
 from gahp_core._commands import shape_count
-from gahp_core._errors import GahpError
 from gahp_core._escaping import join, split
-from gahp_core._protocol import Version, parse_banner
 
 __all__ = [
-    "GahpClient",
     "GahpConformance",
-    "GahpTimeout",
-    "InProcessClient",
     "proc_status",
     "wait_for",
 ]
@@ -50,10 +38,6 @@ def proc_status(pid: int, key: str) -> int:
     except OSError:
         pass
     return -1
-
-
-class GahpTimeout(GahpError, TimeoutError):
-    """The server did not produce a complete line in time."""
 
 
 T = TypeVar("T")
@@ -82,441 +66,6 @@ def wait_for(
             seen = "" if last is None else f" (last: {last!r})"
             raise AssertionError(f"{what}: not within {timeout:g} s{seen}")
         time.sleep(interval)
-
-
-class _LineClient:
-    """What both clients share: a queue of the server's stdout lines, and the protocol."""
-
-    prefix: str
-    """The response prefix expected on every line (set by :meth:`set_prefix`)."""
-    keep_r: bool
-    """Whether ``R`` lines are returned by :meth:`read_line` (else counted, skipped)."""
-    notifications: int
-    """``R`` lines skipped so far. They are counted as lines are read (by
-    :meth:`read_line` and the calls built on it), not as the server writes them: read
-    before counting."""
-    banner: str
-    """The server's first line."""
-
-    def _setup(self, keep_r: bool, crlf: bool) -> None:
-        self.prefix = ""
-        self.keep_r = keep_r
-        self.eol = b"\r\n" if crlf else b"\n"
-        self.notifications = 0
-        self._lines: queue.Queue[bytes | None] = queue.Queue()
-        self._buf = b""
-        self._next_reqid = 1
-
-    def _take(self, chunk: bytes) -> None:
-        """Output of the server: complete lines to the queue (``b""``: the end of it)."""
-        if not chunk:
-            if self._buf:
-                self._lines.put(self._buf)
-                self._buf = b""
-            self._lines.put(None)
-            return
-        buf = self._buf + chunk
-        while True:
-            lf = _unescaped_lf(buf)
-            if lf < 0:
-                break
-            self._lines.put(buf[:lf])
-            buf = buf[lf + 1 :]
-        self._buf = buf
-
-    # ---- what each client does its own way ------------------------------------------------
-
-    @property
-    def stderr_text(self) -> str:
-        """Everything the server wrote on stderr so far."""
-        raise NotImplementedError
-
-    def send_raw(self, data: bytes) -> None:
-        """Write bytes to the server's input as they are."""
-        raise NotImplementedError
-
-    def close_input(self) -> None:
-        """End the server's input (its stdin reaches EOF)."""
-        raise NotImplementedError
-
-    def wait(self, timeout: float | None = None) -> int:
-        """The server's exit status once it has stopped (:class:`GahpTimeout` if not in time)."""
-        raise NotImplementedError
-
-    def close(self) -> None:
-        """End the input and make sure the server is gone."""
-        raise NotImplementedError
-
-    def _ended(self) -> str:
-        """Why the output ended, for an error: the exit status and the stderr."""
-        return ""
-
-    # ---- low level ------------------------------------------------------------------------
-
-    def send(self, *args: str) -> None:
-        """Send one request line: the arguments escaped and joined, CRLF-terminated."""
-        self.send_raw(join(args).encode("utf-8", "surrogateescape") + self.eol)
-
-    def read_raw(self, timeout: float = 10.0) -> str:
-        """The next stdout line as text (terminator removed), ``R`` lines included.
-
-        The end of the output raises ``EOFError`` with the server's exit status and stderr.
-        """
-        try:
-            line = self._lines.get(timeout=timeout)
-        except queue.Empty:
-            raise GahpTimeout(f"no line from the server within {timeout} s") from None
-        if line is None:
-            self._lines.put(None)
-            raise EOFError(f"the server closed its stdout{self._ended()}")
-        return line.decode("utf-8", "surrogateescape")
-
-    def read_line(self, timeout: float = 10.0) -> str:
-        """The next line with the expected prefix removed; ``R`` lines are counted
-        (:attr:`notifications`) and skipped unless :attr:`keep_r` is set."""
-        while True:
-            text = self.read_raw(timeout)
-            if self.prefix:
-                if not text.startswith(self.prefix):
-                    raise AssertionError(f"line without prefix {self.prefix!r}: {text!r}")
-                text = text[len(self.prefix) :]
-            if not self.keep_r and text.rstrip("\r") == "R":
-                self.notifications += 1
-                continue
-            return text
-
-    def read_fields(self, timeout: float = 10.0) -> list[str]:
-        """The next line split into unescaped fields."""
-        return split(self.read_line(timeout).rstrip("\r"))
-
-    # ---- protocol -------------------------------------------------------------------------
-
-    def version(self) -> Version | None:
-        """The banner as HTCondor reads it."""
-        return parse_banner(self.banner)
-
-    def command(self, *args: str, timeout: float = 10.0) -> list[str]:
-        """Send a request and return its return line's fields (``["S", ...]``)."""
-        self.send(*args)
-        return self.read_fields(timeout)
-
-    def reqid(self) -> str:
-        """A fresh request id."""
-        rid = str(self._next_reqid)
-        self._next_reqid += 1
-        return rid
-
-    def results(self, timeout: float = 10.0) -> list[list[str]]:
-        """Send RESULTS once and return its result lines' fields."""
-        head = self.command("RESULTS", timeout=timeout)
-        if head[0] != "S" or len(head) != 2:
-            raise AssertionError(f"bad RESULTS reply {head!r}")
-        return [self.read_fields(timeout) for _ in range(int(head[1]))]
-
-    def wait_results(
-        self, reqids: Sequence[str], timeout: float = 30.0, poll: float = 0.05
-    ) -> dict[str, list[str]]:
-        """Poll RESULTS until every id in ``reqids`` has a result; return fields by id."""
-        want = set(reqids)
-        got: dict[str, list[str]] = {}
-        deadline = time.monotonic() + timeout
-        while want - got.keys():
-            for fields in self.results():
-                got[fields[0]] = fields[1:]
-            if not want - got.keys():
-                break
-            if time.monotonic() > deadline:
-                raise GahpTimeout(f"no result for {sorted(want - got.keys())} in {timeout} s")
-            time.sleep(poll)
-        return got
-
-    def call(self, command: str, *args: str, timeout: float = 30.0) -> list[str]:
-        """Issue an asynchronous command with a fresh id and wait for its result fields."""
-        rid = self.reqid()
-        ret = self.command(command, rid, *args)
-        if ret != ["S"]:
-            raise AssertionError(f"{command} was not accepted: {ret!r}")
-        return self.wait_results([rid], timeout=timeout)[rid]
-
-    def set_prefix(self, prefix: str) -> None:
-        """RESPONSE_PREFIX: its own reply is unprefixed, later lines carry it."""
-        ret = self.command("RESPONSE_PREFIX", prefix)
-        if ret != ["S"]:
-            raise AssertionError(f"RESPONSE_PREFIX refused: {ret!r}")
-        self.prefix = prefix
-
-    def quit(self, timeout: float = 5.0) -> int:
-        """Send QUIT, expect ``S``, and wait for the server to stop: its exit status."""
-        ret = self.command("QUIT")
-        if not ret or ret[0] != "S":
-            raise AssertionError(f"QUIT answered {ret!r}")
-        return self.wait(timeout)
-
-    def __enter__(self) -> Self:
-        return self
-
-    def __exit__(self, kind: object, exc: BaseException | None, tb: object) -> None:
-        self.close()
-        if exc is not None and self.stderr_text.strip():
-            exc.add_note(f"the server's stderr:\n{self.stderr_text.rstrip()}")
-
-
-class GahpClient(_LineClient):
-    """Spawn a GAHP server and talk to it over its stdin/stdout, as HTCondor does.
-
-    A reader thread collects stdout lines so reads can time out; ``R`` notifications are
-    counted apart (``notifications``, as lines are read) unless ``keep_r`` is set. An
-    exception raised in its ``with`` block carries the server's stderr as a note.
-    """
-
-    def __init__(
-        self,
-        command: Sequence[str],
-        env: Mapping[str, str] | None = None,
-        cwd: str | os.PathLike[str] | None = None,
-        stderr: int | None = subprocess.PIPE,
-        keep_r: bool = False,
-        crlf: bool = True,
-    ) -> None:
-        full_env = dict(os.environ)
-        if env:
-            full_env.update(env)
-        self.proc = subprocess.Popen(
-            list(command),
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=stderr,
-            env=full_env,
-            cwd=cwd,
-            bufsize=0,
-        )
-        self._setup(keep_r, crlf)
-        self._stderr_chunks: list[bytes] = []
-        self._reader = threading.Thread(target=self._read_stdout, daemon=True)
-        self._reader.start()
-        self._stderr_reader: threading.Thread | None = None
-        if self.proc.stderr is not None:
-            self._stderr_reader = threading.Thread(target=self._read_stderr, daemon=True)
-            self._stderr_reader.start()
-        try:
-            self.banner = self.read_line(timeout=20)
-        except (EOFError, GahpTimeout):
-            self.close()
-            raise
-
-    def _read_stdout(self) -> None:
-        assert self.proc.stdout is not None
-        while True:
-            try:
-                chunk = self.proc.stdout.read(65536)
-            except (OSError, ValueError):
-                break
-            if not chunk:
-                break
-            self._take(chunk)
-        self._take(b"")
-
-    def _read_stderr(self) -> None:
-        assert self.proc.stderr is not None
-        while True:
-            try:
-                chunk = self.proc.stderr.read(65536)
-            except (OSError, ValueError):
-                break
-            if not chunk:
-                break
-            self._stderr_chunks.append(chunk)
-
-    def _ended(self) -> str:
-        try:
-            code = self.proc.wait(2)
-        except subprocess.TimeoutExpired:
-            return " (still running)"
-        if self._stderr_reader is not None:
-            self._stderr_reader.join(2)
-        err = self.stderr_text.strip()
-        return f" (exit status {code}){'; its stderr:' + chr(10) + err if err else ''}"
-
-    @property
-    def stderr_text(self) -> str:
-        """Everything the server wrote on stderr so far (all of it after :meth:`close`)."""
-        return b"".join(self._stderr_chunks).decode("utf-8", "replace")
-
-    def send_raw(self, data: bytes) -> None:
-        """Write bytes to the server's stdin as they are."""
-        assert self.proc.stdin is not None
-        self.proc.stdin.write(data)
-        self.proc.stdin.flush()
-
-    def close_input(self) -> None:
-        """Close the server's stdin."""
-        if self.proc.stdin:
-            self.proc.stdin.close()
-
-    def wait(self, timeout: float | None = None) -> int:
-        """The process's exit status once it has exited (:class:`GahpTimeout` if not in time)."""
-        try:
-            return self.proc.wait(timeout)
-        except subprocess.TimeoutExpired:
-            raise GahpTimeout(f"the server still runs after {timeout} s") from None
-
-    def close(self) -> None:
-        """Close the pipes and make sure the process is gone."""
-        try:
-            if self.proc.stdin:
-                self.proc.stdin.close()
-        except OSError:
-            pass
-        try:
-            self.proc.wait(5)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait(5)
-        self._reader.join(2)
-        if self._stderr_reader is not None:
-            self._stderr_reader.join(2)  # stderr_text is then all the server wrote
-
-
-class InProcessClient(_LineClient):
-    """A backend served in the test's own process, with :class:`GahpClient`'s API.
-
-    The server is built as ``gahp-server --backend NAME ARGS`` builds it (the same
-    options, hooks, runtime and dialect) and runs on an event loop in a thread of this
-    process; requests go to it, and its output comes back, in memory: no subprocess,
-    no pipe. ``backend`` is an installed backend's name, ``module:NAME``, or a plugin
-    (a module or an object with hook implementations). ``env`` is set in
-    ``os.environ`` while the server is built (options read their defaults there) and
-    restored after. :attr:`stderr_text` holds the server's log records of level WARNING
-    and above. :attr:`server` is the :class:`~gahp_core.GahpServer`: its ``commands``
-    are the backend's declarations. For backends of the GAHP dialect (a dialect that
-    writes protocol lines on stderr, as Ninf-G's does, is not served here).
-    """
-
-    def __init__(
-        self,
-        backend: str | object,
-        args: Sequence[str] = (),
-        *,
-        env: Mapping[str, str] | None = None,
-        keep_r: bool = False,
-        crlf: bool = True,
-    ) -> None:
-        from gahp_core._app import add_backend_options, add_core_options, build_server
-        from gahp_core._hooks import load_backend, plugin_manager, register_backend
-
-        self._setup(keep_r, crlf)
-        self._log_lines: list[str] = []
-        self._handler = _Collect(self._log_lines)
-        logging.getLogger("gahp").addHandler(self._handler)
-        pm = plugin_manager()
-        saved = {k: os.environ.get(k) for k in env or {}}
-        try:
-            os.environ.update(env or {})
-            if isinstance(backend, str):
-                load_backend(pm, backend)
-            else:
-                register_backend(pm, backend, getattr(backend, "__name__", "backend"))
-            parser = _Parser(prog="gahp-server")
-            add_core_options(parser)
-            add_backend_options(pm, parser)
-            options = parser.parse_args(list(args))
-            self.server = build_server(pm, options)
-        except BaseException:
-            logging.getLogger("gahp").removeHandler(self._handler)
-            raise
-        finally:
-            for k, v in saved.items():
-                if v is None:
-                    os.environ.pop(k, None)
-                else:
-                    os.environ[k] = v
-        self._loop = asyncio.new_event_loop()
-        self._code: int | None = None
-        self._thread = threading.Thread(target=self._run, name="gahp-in-process", daemon=True)
-        self._thread.start()
-        self.banner = self.read_line(timeout=20)
-
-    def _run(self) -> None:
-        def write_out(data: bytes) -> None:
-            self._take(data)
-
-        try:
-            self._code = self._loop.run_until_complete(self.server.serve_in_memory(write_out))
-        finally:
-            self._take(b"")
-            self._loop.close()
-            logging.getLogger("gahp").removeHandler(self._handler)
-
-    @property
-    def stderr_text(self) -> str:
-        """The server's log records of level WARNING and above, one a line."""
-        return "".join(f"{line}\n" for line in self._log_lines)
-
-    def _ended(self) -> str:
-        err = self.stderr_text.strip()
-        return f"; its log:\n{err}" if err else ""
-
-    def _call(self, fn: Callable[..., object], *args: object) -> None:
-        try:
-            self._loop.call_soon_threadsafe(fn, *args)
-        except RuntimeError:  # the loop is closed: the server stopped
-            raise EOFError(f"the server has stopped{self._ended()}") from None
-
-    def send_raw(self, data: bytes) -> None:
-        """Give bytes to the server's input as they are."""
-        if data:
-            self._call(self.server.feed, data)
-
-    def close_input(self) -> None:
-        """End the server's input."""
-        if self._thread.is_alive():
-            self._call(self.server.feed, b"")
-
-    def wait(self, timeout: float | None = None) -> int:
-        """0 once the server has stopped (:class:`GahpTimeout` if not in time)."""
-        self._thread.join(timeout)
-        if self._thread.is_alive():
-            raise GahpTimeout(f"the server still runs after {timeout} s")
-        return 0 if self._code is None else self._code
-
-    def close(self) -> None:
-        """End the input and wait for the server to stop."""
-        with contextlib.suppress(EOFError):
-            self.close_input()
-        self._thread.join(10)
-
-
-class _Collect(logging.Handler):
-    def __init__(self, lines: list[str]) -> None:
-        super().__init__(logging.WARNING)
-        self._lines = lines
-        self.setFormatter(logging.Formatter("%(name)s %(levelname)s %(message)s"))
-
-    def emit(self, record: logging.LogRecord) -> None:
-        self._lines.append(self.format(record))
-
-
-class _Parser(argparse.ArgumentParser):
-    """Options errors as exceptions, not an exit."""
-
-    def error(self, message: str) -> NoReturn:
-        raise GahpError(f"bad options: {message}")
-
-
-def _unescaped_lf(buf: bytes) -> int:
-    pos = 0
-    while True:
-        lf = buf.find(b"\n", pos)
-        if lf < 0:
-            return -1
-        n = 0
-        j = lf - 1
-        while j >= 0 and buf[j] == 0x5C:
-            n += 1
-            j -= 1
-        if n % 2 == 0:
-            return lf
-        pos = lf + 1
 
 
 class GahpConformance:
@@ -585,7 +134,7 @@ class GahpConformance:
             self.__dict__["_declarations"] = cached
         return cached
 
-    def _probe(self, c: _LineClient, reqid: str) -> list[str]:
+    def _probe(self, c: LineClient, reqid: str) -> list[str]:
         import pytest
 
         if not self.async_probe:
@@ -609,11 +158,11 @@ class GahpConformance:
             assert len(counts) <= 1, f"probe results of different field counts: {results}"
             assert 0 not in counts, f"a probe result with no field after the id: {results}"
 
-    def _accepted(self, c: _LineClient, request: Sequence[str]) -> None:
+    def _accepted(self, c: LineClient, request: Sequence[str]) -> None:
         reply = c.command(*request)
         assert reply == ["S"], f"{join(request)}: answered {reply!r}, not S"
 
-    def _wait_exit(self, c: _LineClient, since: float, after: str) -> int:
+    def _wait_exit(self, c: LineClient, since: float, after: str) -> int:
         """The exit code, once the server has exited; fail if it runs ``exit_bound_s`` on."""
         try:
             code = c.wait(max(0.0, since + self.exit_bound_s - time.monotonic()))
@@ -740,7 +289,7 @@ class GahpConformance:
                     f" {cmd.name} declares {' or '.join(map(str, counts))}"
                 )
 
-    def _collect(self, c: _LineClient, ids: Sequence[str]) -> dict[str, list[str]]:
+    def _collect(self, c: LineClient, ids: Sequence[str]) -> dict[str, list[str]]:
         for rid in ids:
             self._accepted(c, self._probe(c, rid))
         return c.wait_results(ids)

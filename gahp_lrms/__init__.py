@@ -1,7 +1,8 @@
 """Job drivers for local batch systems, shared by the BLAH and Ninf-G servers.
 
 ``get_driver(name, config, state_dir)`` builds one: ``fork`` (this host), ``slurm``, ``pbs``,
-``sge`` (Grid Engine), ``lsf``, ``boinc`` (a BOINC project, through gahp_boinc).
+``sge`` (Grid Engine), ``lsf``, ``condor`` (an HTCondor pool), ``boinc`` (a BOINC project,
+through gahp_boinc).
 Third-party drivers register with :func:`register_driver` or the ``gahp.lrms`` entry-point
 group (a :class:`Driver` or :class:`BlockingDriver` subclass, or a callable with the same
 signature as the constructor). The API is asynchronous (:class:`Driver`); a blocking
@@ -45,6 +46,7 @@ _BUILTIN = {
     "sge": "gahp_lrms.sge:SgeDriver",
     "lsf": "gahp_lrms.lsf:LsfDriver",
     "boinc": "gahp_lrms.boinc:BoincDriver",
+    "condor": "gahp_lrms.condor:CondorDriver",
 }
 _registered: dict[str, DriverFactory] = {}
 

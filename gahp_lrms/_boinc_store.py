@@ -62,6 +62,21 @@ def _opt_int(value: object) -> int | None:
     return None if value is None else int(str(value))
 
 
+REPLICATION_ATTRIBUTES = {
+    "min_quorum": "BoincMinQuorum",
+    "target_nresults": "BoincTargetNresults",
+    "max_error_results": "BoincMaxErrorResults",
+    "max_total_results": "BoincMaxTotalResults",
+    "max_success_results": "BoincMaxSuccessResults",
+}
+"""The submit-ad attribute of each replication option (set in the job's own input template)."""
+
+
+def replication_kwargs(values: Mapping[str, int]) -> dict[str, Any]:
+    """JobOptions keyword arguments of replication values (only the known keys)."""
+    return {k: int(v) for k, v in values.items() if k in REPLICATION_ATTRIBUTES}
+
+
 @attrs.define
 class JobRecord:
     """One BLAH job as a BOINC job: what is needed to submit it, fetch its outputs and
@@ -90,6 +105,8 @@ class JobRecord:
     """BoincPriority; ``target_host``, ``target_user``: BoincTargetHost, BoincTargetUser."""
     target_host: int = 0
     target_user: int = 0
+    replication: dict[str, int] = attrs.field(factory=dict)
+    """BoincMinQuorum... by their JobOptions names (min_quorum...)."""
     cancelled: bool = False
     final: JobInfo | None = None
 
@@ -106,7 +123,10 @@ class JobRecord:
         """The job as submitted (``with_args`` false: to check its inputs only)."""
         args = tuple(self.args) if with_args else ()
         options = JobOptions(
-            priority=self.priority, target_host=self.target_host, target_user=self.target_user
+            priority=self.priority,
+            target_host=self.target_host,
+            target_user=self.target_user,
+            **replication_kwargs(self.replication),
         )
         return BoincJob(name=self.job, args=args, inputs=tuple(self.inputs), options=options)
 
@@ -132,7 +152,12 @@ class JobRecord:
     def _options_json(self) -> dict[str, Any]:
         """The BOINC options (BoincPriority...) when any is set (records stay as they were
         without)."""
-        if self.priority is None and not self.target_host and not self.target_user:
+        if (
+            self.priority is None
+            and not self.target_host
+            and not self.target_user
+            and not self.replication
+        ):
             return {}
         return {
             "options": {
@@ -140,6 +165,7 @@ class JobRecord:
                 "target_host": self.target_host,
                 "target_user": self.target_user,
             }
+            | dict(self.replication)
         }
 
     @classmethod
@@ -164,6 +190,11 @@ class JobRecord:
             priority=_opt_int((data.get("options") or {}).get("priority")),
             target_host=int((data.get("options") or {}).get("target_host") or 0),
             target_user=int((data.get("options") or {}).get("target_user") or 0),
+            replication={
+                k: int(v)
+                for k, v in (data.get("options") or {}).items()
+                if k in REPLICATION_ATTRIBUTES and v is not None
+            },
             cancelled=bool(data.get("cancelled", False)),
             final=final_from_json(final) if final else None,
         )

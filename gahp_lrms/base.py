@@ -8,7 +8,8 @@ event loop (``await driver.submit(spec)``, ``await driver.status(id)``, ...), li
 * blocking: a :class:`BlockingDriver` subclass (:class:`CommandDriver` for command-line
   batch systems: slurm, pbs, sge, lsf; also fork) written as plain methods with the same
   names (``submit``, ``status``, ``cancel``, ``hold``, ``resume``, ``ping``; optionally
-  ``bulk_status``, ``forget``, ``reported``, ``limit_status_interval``) that may block.
+  ``submit_many``, ``bulk_status``, ``forget``, ``reported``, ``limit_status_interval``)
+  that may block.
 
 A blocking driver is adapted once, here, by :class:`ThreadedDriver` (:func:`as_driver`;
 :func:`gahp_lrms.get_driver` does it): each call runs in a worker thread (the server's
@@ -143,6 +144,22 @@ class Driver(_Options, abc.ABC):
     async def submit(self, spec: JobSpec) -> str:
         """Start or queue the job; return its native id."""
 
+    async def submit_many(self, specs: Sequence[JobSpec]) -> list[str]:
+        """Submit ``specs`` as one unit where the batch system has one (an HTCondor cluster
+        of ``len(specs)`` procs); return their native ids, in order. All or none: when one
+        fails, those already submitted are cancelled and the error is raised. By default
+        :meth:`submit` for each in turn."""
+        natives: list[str] = []
+        try:
+            for spec in specs:
+                natives.append(await self.submit(spec))
+        except BaseException:
+            for native in natives:
+                with contextlib.suppress(DriverError):
+                    await self.cancel(native)
+            raise
+        return natives
+
     @abc.abstractmethod
     async def status(self, native_id: str) -> JobInfo:
         """Current state of a job."""
@@ -212,6 +229,22 @@ class BlockingDriver(_Options, abc.ABC):
     def submit(self, spec: JobSpec) -> str:
         """Start or queue the job; return its native id."""
 
+    def submit_many(self, specs: Sequence[JobSpec]) -> list[str]:
+        """Submit ``specs`` as one unit where the batch system has one (an HTCondor cluster
+        of ``len(specs)`` procs); return their native ids, in order. All or none: when one
+        fails, those already submitted are cancelled and the error is raised. By default
+        :meth:`submit` for each in turn."""
+        natives: list[str] = []
+        try:
+            for spec in specs:
+                natives.append(self.submit(spec))
+        except BaseException:
+            for native in natives:
+                with contextlib.suppress(DriverError):
+                    self.cancel(native)
+            raise
+        return natives
+
     @abc.abstractmethod
     def status(self, native_id: str) -> JobInfo:
         """Current state of a job (for this job alone)."""
@@ -268,7 +301,9 @@ class ThreadedDriver(Driver):
         """The driver's status registry (disabled when it has no bulk query)."""
 
     async def _bulk(self, native_ids: Sequence[str]) -> Mapping[str, JobInfo]:
-        return cast("Mapping[str, JobInfo]", await self._in_worker(self.blocking.bulk_status, native_ids))
+        return cast(
+            "Mapping[str, JobInfo]", await self._in_worker(self.blocking.bulk_status, native_ids)
+        )
 
     async def _direct(self, native_id: str) -> JobInfo:
         return cast("JobInfo", await self._in_worker(self.blocking.status, native_id))
@@ -277,6 +312,12 @@ class ThreadedDriver(Driver):
         native_id = cast("str", await self._in_worker(self.blocking.submit, spec))
         self.statuses.track(native_id)  # its first status can come from the next bulk query
         return native_id
+
+    async def submit_many(self, specs: Sequence[JobSpec]) -> list[str]:
+        natives = cast("list[str]", await self._in_worker(self.blocking.submit_many, specs))
+        for native_id in natives:
+            self.statuses.track(native_id)
+        return natives
 
     async def status(self, native_id: str) -> JobInfo:
         return await self.statuses.status(native_id)

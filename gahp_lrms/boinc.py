@@ -60,7 +60,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from gahp_boinc import ArchiveLimits, NoSuchJob, Project, StagingError, check_job
+from gahp_boinc import ArchiveLimits, JobOptions, NoSuchJob, Project, StagingError, check_job
 from gahp_lrms._boinc_loop import KeyedLock, Tasks
 from gahp_lrms._boinc_outcome import record_answer
 from gahp_lrms._boinc_owners import Owners
@@ -68,7 +68,7 @@ from gahp_lrms._boinc_planner import GroupKey
 from gahp_lrms._boinc_project import Projects, read_authenticator
 from gahp_lrms._boinc_results import Results
 from gahp_lrms._boinc_status import StatusQueries
-from gahp_lrms._boinc_store import JobRecord, JobStore
+from gahp_lrms._boinc_store import REPLICATION_ATTRIBUTES, JobRecord, JobStore, replication_kwargs
 from gahp_lrms._boinc_submitter import Submitter
 from gahp_lrms.base import Driver
 from gahp_lrms.config import BoincDriverConfig
@@ -179,6 +179,7 @@ class BoincDriver(Driver):
             priority=_int_option(spec, "priority"),
             target_host=_int_option(spec, "target_host") or 0,
             target_user=_int_option(spec, "target_user") or 0,
+            replication=_replication(spec),
         )
         try:
             check_job(rec.boinc_job())
@@ -265,3 +266,20 @@ def _int_option(spec: JobSpec, key: str) -> int | None:
     if key != "priority" and value < 0:
         raise DriverError(f"{key} must be a database id (0 or more), not {value}")
     return value
+
+
+def _replication(spec: JobSpec) -> dict[str, int]:
+    """The replication and quorum options of the submit ad, checked as BOINC would."""
+    values = {}
+    for key in REPLICATION_ATTRIBUTES:
+        value = _int_option(spec, key)
+        if value is not None:
+            values[key] = value
+    try:
+        JobOptions(**replication_kwargs(values))
+    except ValueError as exc:
+        text = str(exc)
+        for key, attr in REPLICATION_ATTRIBUTES.items():
+            text = text.replace(key, attr)
+        raise DriverError(text) from None
+    return values

@@ -8,6 +8,7 @@ is refused naming the key. Defaults are those documented in docs/operators.
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import attrs
@@ -31,6 +32,7 @@ __all__ = [
     "DEFAULT_TIMEOUT",
     "BoincDriverConfig",
     "CommandConfig",
+    "CondorConfig",
     "DriverConfig",
     "ForkConfig",
     "LsfConfig",
@@ -158,6 +160,50 @@ class LsfConfig(CommandConfig):
 
     def environment(self) -> dict[str, str]:
         return _exported(LSF_ENVDIR=self.lsf_envdir)
+
+
+def _attribute_name(value: object, key: str) -> str:
+    """A ClassAd attribute name."""
+    word = non_empty_string(value, key).strip()
+    if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]{0,99}", word):
+        raise ConfigError(f"{key} must be a ClassAd attribute name, not {value!r}")
+    return word
+
+
+def _one_line(value: object, key: str) -> str:
+    """A non-empty string of one line."""
+    text = non_empty_string(value, key)
+    if any(c in text for c in "\r\n\0"):
+        raise ConfigError(f"{key} must be one line")
+    return text
+
+
+@attrs.frozen
+class CondorConfig(RegistryConfig):
+    """``condor``: which pool and schedd (``condor_config``, ``collector``, ``schedd_name``;
+    none: the pool of ``$CONDOR_CONFIG``), timeouts, how a job's queue is written
+    (``queue_attribute``, ``queue_requirements``) and ``inherit_environment``."""
+
+    condor_config: Path | None = setting(path)
+    """The HTCondor configuration the bindings read (exported to them as CONDOR_CONFIG)."""
+    collector: str | None = setting(_one_line)
+    """A remote pool's collector (``host[:port]``): the schedd is located through it."""
+    schedd_name: str | None = setting(_one_line)
+    """The schedd's name (default: the pool's only, or the local, schedd)."""
+    schedd_timeout: float = setting(positive_number, DEFAULT_TIMEOUT)
+    submit_timeout: float = setting(positive_number, 60.0)
+    cancel_wait_s: float = setting(non_negative_number, 10.0)
+    """How long ``cancel`` waits for a removed job to leave the queue."""
+    queue_attribute: str = setting(_attribute_name, "BatchQueue")
+    """The job attribute a job's queue (BLAH ``Queue``) is written to."""
+    queue_requirements: str | None = setting(_one_line)
+    """A ClassAd expression ANDed to the job's requirements, ``{queue}`` standing for the
+    queue as a ClassAd string (e.g. ``TARGET.Partition == {queue}``)."""
+    inherit_environment: bool = setting(strict_bool, False)
+    """The job gets the server's environment too (off: only its own; HTCondor shows a job's
+    environment to every user of the pool)."""
+    python: str | None = setting(non_empty_string)
+    """Interpreter for the bindings' helper process (default: this one)."""
 
 
 @attrs.frozen

@@ -170,21 +170,26 @@ def parse_bjobs_wide(text: str) -> dict[str, dict[str, str]]:
     for line in lines[index + 1 :]:
         if not line.strip():
             continue
-        fields: dict[str, str] = {}
-        # The fixed columns before JOB_NAME are whitespace-separated (values are cut to fit
-        # or widened with -w); JOB_NAME and SUBMIT_TIME are cut at the header positions.
-        fixed = names.index("JOB_NAME") if "JOB_NAME" in names else len(names)
-        tokens = line[: starts[fixed]].split() if fixed < len(names) else line.split()
-        if len(tokens) == fixed - 1 and "EXEC_HOST" in names[:fixed]:
-            tokens.insert(names.index("EXEC_HOST"), "")  # blank EXEC_HOST of a pending job
-        for name, value in zip(names[:fixed], tokens, strict=False):
-            fields[name] = value
-        for pos in range(fixed, len(names)):
-            end = starts[pos + 1] if pos + 1 < len(names) else None
-            fields[names[pos]] = line[starts[pos] : end].strip()
+        fields = _wide_row(line, names, starts)
         if fields.get("JOBID"):
             jobs.setdefault(fields["JOBID"], fields)
     return jobs
+
+
+def _wide_row(line: str, names: list[str], starts: list[int]) -> dict[str, str]:
+    """One job's line of ``bjobs -w``: the header's ``names`` to their values (``starts``:
+    where each name starts in the header)."""
+    # The fixed columns before JOB_NAME are whitespace-separated (values are cut to fit
+    # or widened with -w); JOB_NAME and SUBMIT_TIME are cut at the header positions.
+    fixed = names.index("JOB_NAME") if "JOB_NAME" in names else len(names)
+    tokens = line[: starts[fixed]].split() if fixed < len(names) else line.split()
+    if len(tokens) == fixed - 1 and "EXEC_HOST" in names[:fixed]:
+        tokens.insert(names.index("EXEC_HOST"), "")  # blank EXEC_HOST of a pending job
+    fields = dict(zip(names[:fixed], tokens, strict=False))
+    for pos in range(fixed, len(names)):
+        end = starts[pos + 1] if pos + 1 < len(names) else None
+        fields[names[pos]] = line[starts[pos] : end].strip()
+    return fields
 
 
 def join_continuations(text: str) -> str:
@@ -254,21 +259,35 @@ def info_from_record(
     end = ends[-1]
     if end.group("done"):
         return JobInfo(JobStatus.COMPLETED, exit_code=0, **fields)
-    if end.group("code") is not None:
-        info = exit_info(int(end.group("code")))
-    elif end.group("signal") is not None:
-        signal = int(end.group("signal"))
-        info = {"exit_signal": signal, "exit_reason": f"killed by signal {signal}"}
-    else:
-        killers = _KILLED_BY.findall(record)
-        who = f" by {killers[-1][1]}" if killers and killers[-1][1] else ""
-        info = {"exit_reason": f"ended before it started (killed{who} while pending)"}
-        fields.pop("worker_node", None)
-    term = _TERM.findall(record)
-    if term:
-        name, text = term[-1]
-        info["exit_reason"] = f"{name}: {text}".rstrip(": ") if text else name
+    info = _exit_fields(end, record, fields)
+    term = _term_reason(record)
+    if term is not None:
+        info["exit_reason"] = term
     return JobInfo(JobStatus.COMPLETED, **info, **fields)
+
+
+def _exit_fields(end: re.Match[str], record: str, fields: dict[str, Any]) -> dict[str, Any]:
+    """The exit code or signal and the reason of the job whose last end event (not "Done")
+    is ``end``; a job killed while pending has neither (nor a node: dropped from
+    ``fields``)."""
+    if end.group("code") is not None:
+        return exit_info(int(end.group("code")))
+    if end.group("signal") is not None:
+        signal = int(end.group("signal"))
+        return {"exit_signal": signal, "exit_reason": f"killed by signal {signal}"}
+    killers = _KILLED_BY.findall(record)
+    who = f" by {killers[-1][1]}" if killers and killers[-1][1] else ""
+    fields.pop("worker_node", None)
+    return {"exit_reason": f"ended before it started (killed{who} while pending)"}
+
+
+def _term_reason(record: str) -> str | None:
+    """The last ``TERM_...: text`` of the record (why LSF ended the job), or None."""
+    term = _TERM.findall(record)
+    if not term:
+        return None
+    name, text = term[-1]
+    return f"{name}: {text}".rstrip(": ") if text else name
 
 
 def lsf_time(text: str | None, now: float | None = None) -> float | None:

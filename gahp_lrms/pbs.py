@@ -205,54 +205,83 @@ def _check_accelerators(spec: JobSpec, pbspro: bool) -> None:
 def _resources(spec: JobSpec, pbspro: bool) -> list[str]:
     _check_accelerators(spec, pbspro)
     per_node_count = -(-spec.count // (spec.nodes or 1))
-    resources = []
-    if pbspro:  # memory belongs to the chunks: the job's total, shared out
-        nodes = int(spec.nodes or 1)
-        chunk = f"select={nodes}:ncpus={int(max(spec.cpus_per_node or 1, per_node_count))}"
-        if spec.memory_mb:
-            chunk += f":mem={-(-int(spec.memory_mb) // nodes)}mb"
-        if spec.gpus:
-            if spec.gpus % nodes:
-                raise DriverError(
-                    f"{spec.gpus} GPUs (GPUNumber) cannot be shared out evenly over {nodes} "
-                    "PBS chunks (nodes)"
-                )
-            chunk += f":ngpus={spec.gpus // nodes}"
-        resources.append(chunk)
-        if spec.whole_nodes:
-            resources.append("place=scatter:excl" if nodes > 1 else "place=excl")
+    if pbspro:
+        resources = _pbspro_resources(spec, per_node_count)
     else:
-        if spec.nodes or spec.count > 1 or spec.gpus or spec.whole_nodes:
-            entry = f"nodes={int(spec.nodes or 1)}:ppn={per_node_count}"
-            if spec.gpus:
-                entry += f":gpus={int(spec.gpus)}"
-                if spec.gpu_mode:
-                    entry += f":{spec.gpu_mode}"
-            resources.append(entry)
-        if spec.cpus_per_node:
-            resources.append(f"ncpus={int(spec.cpus_per_node)}")
-        if spec.memory_mb:
-            resources.append(f"mem={int(spec.memory_mb)}mb")
+        resources = _torque_resources(spec, per_node_count)
     if spec.runtime_s:
         resources.append(f"walltime={format_walltime(spec.runtime_s)}")
     return resources
+
+
+def _pbspro_resources(spec: JobSpec, per_node_count: int) -> list[str]:
+    """One ``select`` of ``nodes`` chunks (memory belongs to the chunks: the job's total,
+    shared out, as are the GPUs), and ``place`` for whole nodes."""
+    nodes = int(spec.nodes or 1)
+    chunk = f"select={nodes}:ncpus={int(max(spec.cpus_per_node or 1, per_node_count))}"
+    if spec.memory_mb:
+        chunk += f":mem={-(-int(spec.memory_mb) // nodes)}mb"
+    if spec.gpus:
+        if spec.gpus % nodes:
+            raise DriverError(
+                f"{spec.gpus} GPUs (GPUNumber) cannot be shared out evenly over {nodes} "
+                "PBS chunks (nodes)"
+            )
+        chunk += f":ngpus={spec.gpus // nodes}"
+    if not spec.whole_nodes:
+        return [chunk]
+    return [chunk, "place=scatter:excl" if nodes > 1 else "place=excl"]
+
+
+def _torque_resources(spec: JobSpec, per_node_count: int) -> list[str]:
+    """``nodes=N:ppn=P`` (with GPUs) when the job needs more than one slot or a whole node,
+    ``ncpus`` and ``mem``."""
+    resources = []
+    if spec.nodes or spec.count > 1 or spec.gpus or spec.whole_nodes:
+        resources.append(_torque_nodes(spec, per_node_count))
+    if spec.cpus_per_node:
+        resources.append(f"ncpus={int(spec.cpus_per_node)}")
+    if spec.memory_mb:
+        resources.append(f"mem={int(spec.memory_mb)}mb")
+    return resources
+
+
+def _torque_nodes(spec: JobSpec, per_node_count: int) -> str:
+    entry = f"nodes={int(spec.nodes or 1)}:ppn={per_node_count}"
+    if spec.gpus:
+        entry += f":gpus={int(spec.gpus)}"
+        if spec.gpu_mode:
+            entry += f":{spec.gpu_mode}"
+    return entry
+
+
+def _pbs_job_name(name: str | None, pbspro: bool) -> str:
+    """A job name that starts with a letter, at most 64 characters (15 for Torque)."""
+    name = slurm_job_name(name)
+    if not name[:1].isalpha():
+        name = "j" + name
+    return name[:64] if pbspro else name[:15]
+
+
+def _queue_and_project(spec: JobSpec) -> list[str]:
+    """``-q`` queue and ``-A`` project, each checked to be one safe word."""
+    opts = []
+    for flag, value, what in (("-q", spec.queue, "queue"), ("-A", spec.project, "project")):
+        if value:
+            if not _SAFE_WORD.match(value):
+                raise DriverError(f"PBS {what} name {value!r} has unsupported characters")
+            opts += [flag, value]
+    return opts
 
 
 def qsub_options(spec: JobSpec, *, flavor: str = "torque") -> list[str]:
     """qsub options for ``spec`` (``flavor``: ``pbspro`` or ``torque``); every value is
     checked to be shell-safe."""
     pbspro = flavor == "pbspro"
-    name = slurm_job_name(spec.name)
-    if not name[:1].isalpha():
-        name = "j" + name
-    opts = ["-N", name[:64] if pbspro else name[:15], "-o", "/dev/null", "-e", "/dev/null"]
+    opts = ["-N", _pbs_job_name(spec.name, pbspro), "-o", "/dev/null", "-e", "/dev/null"]
     if pbspro:
         opts.insert(0, "-f")  # no lingering per-user qsub daemon
-    for flag, value, what in (("-q", spec.queue, "queue"), ("-A", spec.project, "project")):
-        if value:
-            if not _SAFE_WORD.match(value):
-                raise DriverError(f"PBS {what} name {value!r} has unsupported characters")
-            opts += [flag, value]
+    opts += _queue_and_project(spec)
     for resource in _resources(spec, pbspro):
         opts += ["-l", resource]
     if spec.whole_nodes and not pbspro:  # Torque with Maui/Moab, as the C blahp asks
@@ -440,7 +469,7 @@ class PbsDriver(CommandDriver):
                 self._tmp_scripts.rmdir()  # empty: each script is removed once submitted
 
     # ------------------------------------------------------------------ submit (see CommandDriver)
-    job_id = re.compile(r"[A-Za-z0-9_.\[\]-]+\Z")
+    job_id = re.compile(r"[A-Za-z0-9_\[][A-Za-z0-9_.\[\]-]*\Z")  # never an option
     submit_command = "qsub"
 
     def _submission(self, spec: JobSpec) -> Submission:
@@ -452,6 +481,8 @@ class PbsDriver(CommandDriver):
                 f.write(
                     render_script(
                         spec,
+                        # Slurm's qsub wrapper reads "#PBS" lines anywhere in the script
+                        one_line_values=True,
                         directives=[*spec.directives, *directive_line("#PBS", spec.extra_args)],
                     )
                 )

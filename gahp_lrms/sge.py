@@ -164,6 +164,18 @@ def _elapsed(start: str | None, now: float | None = None) -> float | None:
     return max(0.0, (time.time() if now is None else now) - started)
 
 
+_QSTAT_STATES: tuple[tuple[str, JobStatus, str | None, bool], ...] = (
+    ("s", JobStatus.HELD, "suspended", True),
+    ("S", JobStatus.HELD, "suspended (queue suspended)", True),
+    ("T", JobStatus.HELD, "suspended (load threshold)", True),
+    ("rt", JobStatus.RUNNING, None, True),
+    ("h", JobStatus.HELD, "held (qhold)", False),
+    ("qw", JobStatus.IDLE, None, False),
+)
+"""qstat's state letters, first match wins: (any of these letters, status, hold reason,
+whether the job has a node and a run time)."""
+
+
 def info_from_qstat(
     fields: Mapping[str, str],
     *,
@@ -177,29 +189,52 @@ def info_from_qstat(
     driver cancelled it; ``s``/``S``/``T`` (suspended by the job, its queue, a threshold) ->
     HELD "suspended"; ``r``/``t`` -> RUNNING; ``h`` -> HELD; ``qw`` -> IDLE."""
     state = fields.get("state", "")
-    node = _host(fields.get("queue_name"))
-    wall = _elapsed(fields.get("JAT_start_time"), now)
+    placed: dict[str, Any] = {
+        "worker_node": _host(fields.get("queue_name")),
+        "wallclock_s": _elapsed(fields.get("JAT_start_time"), now),
+    }
     if "E" in state:
-        reason = error_reason or "job in error state (Eqw)"
-        if not reason.lower().startswith("error"):
-            reason = f"error: {reason}"
-        return JobInfo(JobStatus.HELD, hold_reason=reason)
+        return JobInfo(JobStatus.HELD, hold_reason=_error_reason(error_reason))
     if "d" in state and cancelled:
-        return JobInfo(
-            JobStatus.REMOVED, exit_reason="cancelled", worker_node=node, wallclock_s=wall
-        )
-    if "s" in state:
-        return JobInfo(JobStatus.HELD, hold_reason="suspended", worker_node=node, wallclock_s=wall)
-    if "S" in state or "T" in state:
-        why = "suspended (queue suspended)" if "S" in state else "suspended (load threshold)"
-        return JobInfo(JobStatus.HELD, hold_reason=why, worker_node=node, wallclock_s=wall)
-    if "r" in state or "t" in state:
-        return JobInfo(JobStatus.RUNNING, worker_node=node, wallclock_s=wall)
-    if "h" in state:
-        return JobInfo(JobStatus.HELD, hold_reason="held (qhold)")
-    if "q" in state or "w" in state:
-        return JobInfo(JobStatus.IDLE)
+        return JobInfo(JobStatus.REMOVED, exit_reason="cancelled", **placed)
+    for letters, status, why, has_node in _QSTAT_STATES:
+        if any(letter in state for letter in letters):
+            return JobInfo(status, hold_reason=why, **(placed if has_node else {}))
     raise DriverError(f"unexpected Grid Engine job state {state!r}")
+
+
+def _error_reason(error_reason: str | None) -> str:
+    """The hold reason of a job in error state: ``error: <reason>``."""
+    reason = error_reason or "job in error state (Eqw)"
+    return reason if reason.lower().startswith("error") else f"error: {reason}"
+
+
+def _qacct_usage(record: Mapping[str, str]) -> dict[str, Any]:
+    """The node and the run and CPU times of a :func:`parse_qacct` record."""
+    node = record.get("hostname") or None
+    return {
+        "worker_node": None if node in (None, "NONE", "-/-") else node,
+        "wallclock_s": parse_seconds(record.get("ru_wallclock")),
+        "user_cpu_s": parse_seconds(record.get("ru_utime")),
+        "sys_cpu_s": parse_seconds(record.get("ru_stime")),
+    }
+
+
+def _failed_code(text: str) -> int:
+    """The code of ``failed`` (the text before its ``:``): 0 when empty, -1 when not a
+    number."""
+    try:
+        return int(text.strip() or 0)
+    except ValueError:
+        return -1
+
+
+def _exit_status(text: str) -> int | None:
+    """The number ``exit_status`` starts with (``137 (Killed)``), or None."""
+    try:
+        return int(text.split()[0])
+    except (ValueError, IndexError):
+        return None
 
 
 def info_from_qacct(record: Mapping[str, str], *, cancelled: bool = False) -> JobInfo:
@@ -208,28 +243,13 @@ def info_from_qacct(record: Mapping[str, str], *, cancelled: bool = False) -> Jo
     ``failed 0``: the job's own exit status.  ``failed 100`` (assumedly after job) with an
     ``exit_status`` above 128: killed by signal ``exit_status - 128``.  Any other ``failed``
     code means Grid Engine could not run the job (exit code unknown, the reason says why)."""
-    node = record.get("hostname") or None
-    common: dict[str, Any] = {
-        "worker_node": None if node in (None, "NONE", "-/-") else node,
-        "wallclock_s": parse_seconds(record.get("ru_wallclock")),
-        "user_cpu_s": parse_seconds(record.get("ru_utime")),
-        "sys_cpu_s": parse_seconds(record.get("ru_stime")),
-    }
+    common = _qacct_usage(record)
     if cancelled:
         return JobInfo(JobStatus.REMOVED, exit_reason="cancelled", **common)
     failed_text = record.get("failed", "0")
     failed_code, _, failed_why = failed_text.partition(":")
-    try:
-        failed = int(failed_code.strip() or 0)
-    except ValueError:
-        failed = -1
-    try:
-        status: int | None = int(record.get("exit_status", "").split()[0])
-    except (ValueError, IndexError):
-        status = None
-    if failed == 0:
-        why = f"exited with status {status}" if status else None
-        return JobInfo(JobStatus.COMPLETED, exit_code=status, exit_reason=why, **common)
+    failed = _failed_code(failed_code)
+    status = _exit_status(record.get("exit_status", ""))
     if failed == 100 and status is not None and status > 128:
         signal = status - 128
         return JobInfo(
@@ -238,7 +258,7 @@ def info_from_qacct(record: Mapping[str, str], *, cancelled: bool = False) -> Jo
             exit_reason=f"killed by signal {signal}",
             **common,
         )
-    if failed == 100:
+    if failed in (0, 100):
         why = f"exited with status {status}" if status else None
         return JobInfo(JobStatus.COMPLETED, exit_code=status, exit_reason=why, **common)
     why = failed_why.strip() or f"code {failed_text}"
@@ -311,27 +331,44 @@ def qsub_options(
     is ``-C``'s (``''``: directives off; see :func:`sge_script`)."""
     opts = ["-terse", "-C", directive_prefix, "-V", "-S", "/bin/sh", "-N", sge_job_name(spec.name)]
     opts += ["-o", "/dev/null", "-e", "/dev/null", "-j", "n", "-r", "n"]
-    workdir = workdir if workdir is not None else spec.workdir
-    if workdir is not None and "$" not in workdir:  # -wd expands $JOB_ID & co.
-        opts += ["-wd", workdir]
-    else:
-        opts += ["-wd", "/"]
-    if spec.queue:
-        opts += ["-q", spec.queue]
-    if spec.project:
-        opts += ["-P", spec.project]
+    opts += ["-wd", _workdir(workdir if workdir is not None else spec.workdir)]
+    for flag, value in (("-q", spec.queue), ("-P", spec.project)):
+        if value:
+            opts += [flag, value]
+    pe, slots = _parallel(spec, parallel_environment)
+    opts += pe
+    _check_unsupported(spec)
+    resources = _resources(spec, slots)
+    if resources:
+        opts += ["-l", ",".join(resources)]
+    if spec.start_held:
+        opts.append("-h")
+    return opts
+
+
+def _workdir(workdir: str | None) -> str:
+    """``-wd``'s directory: ``workdir``, or ``/`` (the script changes to the job's) when
+    there is none or it has a ``$`` (-wd expands $JOB_ID & co.)."""
+    return workdir if workdir is not None and "$" not in workdir else "/"
+
+
+def _parallel(spec: JobSpec, parallel_environment: str | None) -> tuple[list[str], int]:
+    """The ``-pe`` option and the slots the job gets: one unless a parallel environment
+    is configured; a job of several slots without one is refused."""
     slots = job_slots(spec)
-    reserve = max((spec.nodes or 1) * (spec.cpus_per_node or 1), 1)
     if parallel_environment and slots > 1:
-        opts += ["-pe", parallel_environment, str(slots)]
-    elif reserve > 1:
+        return ["-pe", parallel_environment, str(slots)], slots
+    reserve = max((spec.nodes or 1) * (spec.cpus_per_node or 1), 1)
+    if reserve > 1:
         raise DriverError(
             f"the job asks for {reserve} slots: Grid Engine needs a parallel environment"
             " for that (set the sge driver's parallel_environment option)"
         )
-    else:
-        slots = 1
-    _check_unsupported(spec)
+    return [], 1
+
+
+def _resources(spec: JobSpec, slots: int) -> list[str]:
+    """The ``-l`` requests: GPUs, run time and memory per slot."""
     resources = []
     if spec.gpus:  # the complex the C blahp asks for; a site without it gets qsub's error
         resources.append(f"gpu={int(spec.gpus)}")
@@ -339,11 +376,7 @@ def qsub_options(
         resources.append(f"h_rt={int(spec.runtime_s)}")
     if spec.memory_mb:
         resources.append(f"h_vmem={math.ceil(spec.memory_mb / slots)}M")
-    if resources:
-        opts += ["-l", ",".join(resources)]
-    if spec.start_held:
-        opts.append("-h")
-    return opts
+    return resources
 
 
 # ---------------------------------------------------------------------- driver

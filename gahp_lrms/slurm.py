@@ -201,21 +201,24 @@ def _exit(state: str, fields: Mapping[str, str]) -> dict[str, Any]:
     return {"exit_code": exit_code, "exit_signal": exit_signal, "exit_reason": why}
 
 
-def job_info_from_fields(fields: Mapping[str, str]) -> JobInfo:
-    """A :class:`JobInfo` from ``scontrol`` (``JobState``, ``RunTime``) or ``sacct``
-    (``State``, ``Elapsed``) fields."""
+def _job_state(fields: Mapping[str, str]) -> tuple[str, str]:
+    """The state as Slurm wrote it (``JobState``, or sacct's ``State``: ``CANCELLED by 0``)
+    and its name (``CANCELLED``; a ``+`` after it dropped)."""
     raw_state = fields.get("JobState") or fields.get("State") or ""
-    state = raw_state.split()[0].rstrip("+") if raw_state.strip() else ""
+    return raw_state, raw_state.split()[0].rstrip("+") if raw_state.strip() else ""
+
+
+def _reason(fields: Mapping[str, str]) -> str | None:
     reason = fields.get("Reason")
-    reason = None if reason in (None, "", "None", "(null)") else reason
-    common = _usage(fields)
+    return None if reason in (None, "", "None", "(null)") else reason
+
+
+def _placed(
+    state: str, reason: str | None, fields: Mapping[str, str], common: dict[str, Any]
+) -> JobInfo | None:
+    """The :class:`JobInfo` of a job that ``state`` shows was given a node (running,
+    suspended or held, cancelled, ended), with ``common`` fields; None for another state."""
     node = _node(fields)
-    if state == "PENDING" and (
-        (reason or "").startswith("JobHeld") or fields.get("Priority") == "0"
-    ):
-        return JobInfo(JobStatus.HELD, hold_reason=reason or "held", **common)
-    if state in _IDLE_STATES:
-        return JobInfo(JobStatus.IDLE, **common)
     if state in _RUNNING_STATES:
         return JobInfo(JobStatus.RUNNING, worker_node=node, **common)
     if state in _HELD_STATES:
@@ -225,7 +228,25 @@ def job_info_from_fields(fields: Mapping[str, str]) -> JobInfo:
         return JobInfo(JobStatus.REMOVED, worker_node=node, exit_reason="cancelled", **common)
     if state in _DONE_REASONS:
         return JobInfo(JobStatus.COMPLETED, worker_node=node, **_exit(state, fields), **common)
-    raise DriverError(f"unexpected Slurm job state {raw_state!r}")
+    return None
+
+
+def job_info_from_fields(fields: Mapping[str, str]) -> JobInfo:
+    """A :class:`JobInfo` from ``scontrol`` (``JobState``, ``RunTime``) or ``sacct``
+    (``State``, ``Elapsed``) fields."""
+    raw_state, state = _job_state(fields)
+    reason = _reason(fields)
+    common = _usage(fields)
+    if state == "PENDING" and (
+        (reason or "").startswith("JobHeld") or fields.get("Priority") == "0"
+    ):
+        return JobInfo(JobStatus.HELD, hold_reason=reason or "held", **common)
+    if state in _IDLE_STATES:
+        return JobInfo(JobStatus.IDLE, **common)
+    placed = _placed(state, reason, fields, common)
+    if placed is None:
+        raise DriverError(f"unexpected Slurm job state {raw_state!r}")
+    return placed
 
 
 def slurm_job_name(name: str | None, default: str = "gahp") -> str:
@@ -277,17 +298,35 @@ def sbatch_options(spec: JobSpec) -> list[str]:
     opts += ["-e", "/dev/null"]
     if spec.workdir is not None:
         opts += ["-D", spec.workdir]
+    opts += [*_placement(spec), *_limits(spec), *_size(spec)]
+    if spec.start_held:
+        opts.append("-H")
+    return opts
+
+
+def _placement(spec: JobSpec) -> list[str]:
+    """``-p`` partition and ``-M`` cluster (of ``queue``), ``-A`` account (``project``)."""
     partition, cluster = split_queue(spec.queue)
-    if partition:
-        opts += ["-p", partition]
-    if cluster:
-        opts += ["-M", cluster]
-    if spec.project:
-        opts += ["-A", spec.project]
+    opts = []
+    for flag, value in (("-p", partition), ("-M", cluster), ("-A", spec.project)):
+        if value:
+            opts += [flag, value]
+    return opts
+
+
+def _limits(spec: JobSpec) -> list[str]:
+    """``--mem`` (MB) and ``-t`` (minutes, rounded up)."""
+    opts = []
     if spec.memory_mb:
         opts.append(f"--mem={int(spec.memory_mb)}M")
     if spec.runtime_s:
         opts += ["-t", str(max(1, math.ceil(spec.runtime_s / 60)))]
+    return opts
+
+
+def _size(spec: JobSpec) -> list[str]:
+    """Nodes (``-N``, ``--exclusive``), GPUs and MICs (``--gres``), tasks and CPUs."""
+    opts = []
     if spec.nodes or spec.whole_nodes:
         opts += ["-N", str(int(spec.nodes or 1))]
     if spec.whole_nodes:
@@ -298,8 +337,6 @@ def sbatch_options(spec: JobSpec) -> list[str]:
         opts.append(f"--ntasks={int(spec.count)}")
     if spec.cpus_per_node:
         opts.append(f"--mincpus={int(spec.cpus_per_node)}")
-    if spec.start_held:
-        opts.append("-H")
     return opts
 
 

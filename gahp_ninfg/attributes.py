@@ -1,7 +1,8 @@
 """JOB_CREATE attributes into a job request (pure).
 
 User options from the client configuration arrive first, so for single-valued attributes
-the first occurrence wins; ``argument``, ``environment`` and ``rsl_extensions`` repeat.
+the first occurrence wins; ``argument``, ``environment``, ``rsl_extensions`` and
+``condor_option`` (the Condor invoke server's submit commands) repeat.
 Unknown attributes are ignored, as the Ninf-G servers do.
 """
 
@@ -14,7 +15,7 @@ import attrs
 
 from gahp_ninfg.errors import NinfgError
 
-REPEATED = frozenset({"argument", "environment", "rsl_extensions"})
+REPEATED = frozenset({"argument", "environment", "rsl_extensions", "condor_option"})
 BACKENDS = ("NORMAL", "MPI", "BLACS")
 
 
@@ -44,6 +45,8 @@ class JobRequest:
     project: str | None = None
     host_count: int | None = None
     max_memory_mb: int | None = None
+    condor_options: tuple[str, ...] = ()
+    """``condor_option`` values as sent (checked by the Condor invoke server)."""
 
 
 def _bool(name: str, value: str) -> bool:
@@ -150,6 +153,7 @@ def parse_attributes(
         project=attributes.text("project"),
         host_count=attributes.integer("host_count"),
         max_memory_mb=attributes.integer("max_memory"),
+        condor_options=tuple(attributes.repeated["condor_option"]),
     )
 
 

@@ -17,7 +17,7 @@ from pathlib import Path
 
 from gahp_core import BackendContext, BadRequest, Command, Version, from_text, hookimpl
 from gahp_lrms import DriverError, get_driver
-from gahp_ninfg import __version__
+from gahp_ninfg import __version__, condor
 from gahp_ninfg.dialect import NinfgDialect
 from gahp_ninfg.jobs import JobManager
 
@@ -42,7 +42,9 @@ def gahp_version() -> Version:
 def gahp_add_options(parser: argparse.ArgumentParser) -> None:
     g = parser.add_argument_group("Ninf-G")
     g.add_argument(
-        "--driver", default="fork", help="job driver: fork, slurm, pbs, sge, lsf (default fork)"
+        "--driver",
+        default="fork",
+        help="job driver: fork, slurm, pbs, sge, lsf, condor (default fork)",
     )
     g.add_argument(
         "--driver-option",
@@ -120,6 +122,7 @@ def gahp_commands(context: BackendContext) -> list[Command]:
         context.notify,
         DEFAULT_POLLING.get(name, 3.0),
         state / "jobs",
+        **(condor.MANAGER_OPTIONS if name == "condor" else {}),
     )
 
     async def shutdown() -> None:

@@ -1,5 +1,5 @@
-"""``ng_invoke_server.Fork``, ``.Slurm``, ``.SGE``, ``.PBS`` and ``.LSF``: the executables
-Ninf-G runs.
+"""``ng_invoke_server.Fork``, ``.Slurm``, ``.SGE``, ``.PBS``, ``.LSF`` and ``.Condor``: the
+executables Ninf-G runs.
 
 The Ninf-G client passes nothing but ``-l <logfile>``; everything else comes in the
 requests. Driver options can be given in the environment: ``NG_INVOKE_BIN_DIR`` (where the
@@ -7,7 +7,10 @@ batch system's commands are, e.g. ``/opt/pbs/bin``: a PATH may hold another syst
 ``qsub``), ``NG_INVOKE_SLURM_CONF`` (the Slurm configuration) — and Slurm's own
 ``SLURM_CONF`` is honoured as usual; ``NG_INVOKE_SGE_PE`` (the Grid Engine parallel
 environment for jobs with ``count`` > 1) — Grid Engine itself is found through
-``SGE_ROOT``/``SGE_CELL``/``SGE_QMASTER_PORT``, LSF through ``LSF_ENVDIR``.
+``SGE_ROOT``/``SGE_CELL``/``SGE_QMASTER_PORT``, LSF through ``LSF_ENVDIR``;
+``NG_INVOKE_CONDOR_SCHEDD`` and ``NG_INVOKE_CONDOR_COLLECTOR`` (the schedd, and the collector
+that locates it) — without them, the pool of the HTCondor configuration in the environment
+(``CONDOR_CONFIG``), as HTCondor's own tools find it.
 """
 
 from __future__ import annotations
@@ -30,11 +33,18 @@ def _run(driver: str, prog: str, argv: Sequence[str] | None) -> None:
     if args.l:
         inner += ["--log", args.l]
     bin_dir = os.environ.get("NG_INVOKE_BIN_DIR")
-    if driver != "fork" and bin_dir:
+    if driver not in ("fork", "condor") and bin_dir:
         inner += ["--driver-option", f"bin_dir={bin_dir}"]
     conf = os.environ.get("NG_INVOKE_SLURM_CONF")
     if driver in ("slurm", "pbs") and conf:
         inner += ["--driver-option", f"slurm_conf={conf}"]
+    for var, key in (
+        ("NG_INVOKE_CONDOR_SCHEDD", "schedd_name"),
+        ("NG_INVOKE_CONDOR_COLLECTOR", "collector"),
+    ):
+        value = os.environ.get(var)
+        if driver == "condor" and value:
+            inner += ["--driver-option", f"{key}={value}"]
     pe = os.environ.get("NG_INVOKE_SGE_PE")
     if driver == "sge" and pe:
         inner += ["--driver-option", f"parallel_environment={pe}"]
@@ -64,3 +74,8 @@ def pbs_main(argv: Sequence[str] | None = None) -> None:
 def lsf_main(argv: Sequence[str] | None = None) -> None:
     """Jobs go to LSF (IBM Spectrum LSF, OpenLava, volclava)."""
     _run("lsf", "ng_invoke_server.LSF", argv)
+
+
+def condor_main(argv: Sequence[str] | None = None) -> None:
+    """Jobs go to HTCondor: one cluster of ``count`` procs per job."""
+    _run("condor", "ng_invoke_server.Condor", argv)

@@ -1,9 +1,12 @@
 """Ninf-G jobs on a gahp_lrms driver: creation, status polling, notifications, cancel.
 
-One Ninf-G job of ``count`` N is N driver jobs, each writing its own output files in a
-private scratch directory; when all have ended, the outputs are concatenated into the
-client's redirect files and only then is DONE notified. Every job gets exactly one
-terminal notification, and none after EXIT.
+One Ninf-G job of ``count`` N is N driver jobs, submitted as one unit
+(:meth:`~gahp_lrms.Driver.submit_many`: one HTCondor cluster of N procs, else N
+submissions), each writing its own output files in a private scratch directory. Its status
+is the least advanced of its processes' (PENDING until every one has started, DONE once
+every one has ended, a removed one counting as ended); when all have ended, the outputs are
+concatenated into the client's redirect files and only then is DONE notified. Every job
+gets exactly one terminal notification, and none after EXIT.
 """
 
 from __future__ import annotations
@@ -16,7 +19,7 @@ import logging
 import os
 import shutil
 import tempfile
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -56,6 +59,7 @@ class NinfgJob:
     natives: list[str] = attrs.field(factory=list)
     destroy: asyncio.Event = attrs.field(factory=asyncio.Event)
     announced: bool = False  # CREATE_NOTIFY S sent
+    unit: bool = False  # ``id`` is the driver's id of all of ``natives`` (one cancel)
 
 
 class JobManager:
@@ -69,13 +73,24 @@ class JobManager:
         notify: Callable[[Sequence[str]], None],
         default_polling: float,
         scratch_root: Path | None = None,
+        unit_id: Callable[[Sequence[str]], str | None] | None = None,
+        spec_extras: Callable[[JobRequest], Mapping[str, Any]] | None = None,
     ) -> None:
+        """``unit_id``: the job id the client is given, from the native ids of its
+        processes (e.g. their HTCondor cluster id), which the driver also cancels as one
+        (``Driver.cancel(unit id)`` removes every process); None, or a None answer (or an
+        id already in use): this server's own ``<driver>.<pid>.<serial>``.
+        ``spec_extras``: further :class:`~gahp_lrms.JobSpec` fields for a request's
+        processes (e.g. its ``condor_option`` lines); it raises :class:`AttributeProblem`
+        to refuse the request. Without it, ``condor_option`` lines are ignored (logged)."""
         self.driver = driver
         self.run_in_worker = run_in_worker
         self.spawn = spawn
         self.notify = notify
         self.default_polling = default_polling
         self.scratch_root = Path(scratch_root or tempfile.mkdtemp(prefix="ng-invoke-"))
+        self.unit_id = unit_id
+        self.spec_extras = spec_extras
         self.jobs: dict[str, NinfgJob] = {}
         self._serial = itertools.count(1)
         self._prefix = f"{driver.name}.{os.getpid()}"
@@ -124,8 +139,7 @@ class JobManager:
         try:
             job.request = parse_attributes(pairs)
             specs = await self.run_in_worker(self._prepare, job)
-            for spec in specs:
-                await self._submit(job, spec)
+            await self._submit(job, specs)
         except (AttributeProblem, DriverError, OSError) as exc:
             log.warning("job %s (request %s) not created: %s", job.id, job.reqid, exc)
             await self._cancel_natives(job)
@@ -133,6 +147,7 @@ class JobManager:
             del self.jobs[job.id]
             self.notify(("CREATE_NOTIFY", job.reqid, "F", _one_line(exc)))
             return
+        self._rename(job)
         job.announced = True
         log.info("job %s: %d process(es) %s", job.id, len(job.natives), " ".join(job.natives))
         self.notify(("CREATE_NOTIFY", job.reqid, "S", job.id))
@@ -145,21 +160,34 @@ class JobManager:
         if job.destroy.is_set():
             self._forget(job)
 
-    async def _submit(self, job: NinfgJob, spec: JobSpec) -> None:
-        """Submit one process; its id is recorded even if this task is cancelled meanwhile,
-        so the shutdown sweep finds it."""
+    async def _submit(self, job: NinfgJob, specs: Sequence[JobSpec]) -> None:
+        """Submit the processes as one unit; their ids are recorded even if this task is
+        cancelled meanwhile, so the shutdown sweep finds them."""
         if self._closing:
             raise DriverError("the invoke server is shutting down")
-        future = asyncio.ensure_future(self.driver.submit(spec))
+        future = asyncio.ensure_future(self.driver.submit_many(specs))
         self._submits.add(future)
 
         def record(done: asyncio.Future[Any]) -> None:
             self._submits.discard(done)
             if not done.cancelled() and done.exception() is None:
-                job.natives.append(done.result())
+                job.natives.extend(done.result())
 
         future.add_done_callback(record)
         await asyncio.shield(future)
+
+    def _rename(self, job: NinfgJob) -> None:
+        """Give the job the id :attr:`unit_id` makes of its processes' ids, if any."""
+        if self.unit_id is None:
+            return
+        new = self.unit_id(job.natives)
+        if not new or new == job.id or new in self.jobs:
+            return
+        del self.jobs[job.id]
+        log.debug("job %s is %s", job.id, new)
+        job.id = new
+        job.unit = True
+        self.jobs[new] = job
 
     def _prepare(self, job: NinfgJob) -> list[JobSpec]:
         """Scratch directory, staged executable, auth number file; one spec per process."""
@@ -168,6 +196,15 @@ class JobManager:
         if req.backend != "NORMAL":
             raise AttributeProblem(
                 f"backend {req.backend} is not supported by this invoke server (NORMAL only)"
+            )
+        extras: Mapping[str, Any] = {}
+        if self.spec_extras is not None:
+            extras = self.spec_extras(req)
+        elif req.condor_options:
+            log.warning(
+                "job %s: %d condor_option line(s) ignored (not a Condor invoke server)",
+                job.id,
+                len(req.condor_options),
             )
         private_dir(self.scratch_root)
         job.scratch.mkdir(mode=0o700)
@@ -207,6 +244,7 @@ class JobManager:
                     runtime_s=req.max_wall_minutes * 60 if req.max_wall_minutes else None,
                     nodes=req.host_count,
                     name=f"ninfg-{job.id}",
+                    **extras,
                 )
             )
         return specs
@@ -279,7 +317,7 @@ class JobManager:
             except DriverError as exc:
                 log.warning("job %s: cancelling %s failed: %s", job.id, native, exc)
 
-        await asyncio.gather(*(cancel(n) for n in job.natives))
+        await asyncio.gather(*(cancel(n) for n in ([job.id] if job.unit else job.natives)))
 
     def _cleanup(self, job: NinfgJob) -> None:
         shutil.rmtree(job.scratch, ignore_errors=True)

@@ -122,21 +122,60 @@ def lsf_env() -> dict[str, str] | None:
     return env if proc.returncode == 0 else None
 
 
+# ---------------------------------------------------------------------- the HTCondor pool
+def htcondor_pool_settings() -> dict[str, str]:
+    """What `.ci/htcondor-pool-up.sh` wrote ($GAHP_HTCONDOR_POOL_DIR/env, default
+    /tmp/gahp-htcondor-pool/env): CONDOR_CONFIG, GAHP_HTCONDOR_POOL_USER, ..._COLLECTOR..."""
+    path = Path(os.environ.get("GAHP_HTCONDOR_POOL_DIR", "/tmp/gahp-htcondor-pool")) / "env"
+    return env_file(path)
+
+
+@pytest.fixture(scope="session")
+def htcondor_pool_env() -> dict[str, str] | None:
+    """Environment for processes that talk to the one-machine HTCondor pool (os.environ plus
+    its CONDOR_CONFIG and the GAHP_HTCONDOR_POOL_* settings), or None when its schedd is not
+    in its collector."""
+    settings = htcondor_pool_settings()
+    conf, bin_dir = settings.get("CONDOR_CONFIG"), settings.get("GAHP_HTCONDOR_POOL_BIN")
+    if not conf or not bin_dir:
+        return None
+    env = {**os.environ, **{k: v for k, v in settings.items() if k != "PATH"}}
+    try:
+        proc = subprocess.run(
+            [str(Path(bin_dir) / "condor_status"), "-schedd", "-af", "Name"],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=20,
+        )
+    except (subprocess.TimeoutExpired, OSError):
+        return None
+    return env if proc.returncode == 0 and proc.stdout.strip() else None
+
+
 # ---------------------------------------------------------------------- any of them
 _BATCH = {
     "slurm": ("Slurm", "bash .ci/slurm-up.sh", "GAHP_REQUIRE_SLURM"),
     "sge": ("Grid Engine", "bash .ci/sge-up.sh", "GAHP_REQUIRE_SGE"),
     "pbs": ("OpenPBS", "bash .ci/pbs-up.sh", "GAHP_REQUIRE_PBS"),
     "lsf": ("LSF", "bash .ci/lsf-up.sh", "GAHP_REQUIRE_LSF"),
+    "condor": ("the HTCondor pool", "bash .ci/htcondor-pool-up.sh", "GAHP_REQUIRE_HTCONDOR_POOL"),
 }
 
 
 @pytest.fixture(scope="session")
-def batch_env(slurm_env, sge_env, pbs_env, lsf_env):
+def batch_env(slurm_env, sge_env, pbs_env, lsf_env, htcondor_pool_env):
     """``need(system)``: the environment for a live batch system ("slurm", "sge", "pbs": the
-    real OpenPBS, "lsf"; any case), None for one that needs no daemon (fork). Skips when it
-    is down, or fails when its GAHP_REQUIRE_* variable is 1 (CI)."""
-    envs = {"slurm": slurm_env, "sge": sge_env, "pbs": pbs_env, "lsf": lsf_env}
+    real OpenPBS, "lsf", "condor": the HTCondor pool; any case), None for one that needs no
+    daemon (fork). Skips when it is down, or fails when its GAHP_REQUIRE_* variable is 1
+    (CI)."""
+    envs = {
+        "slurm": slurm_env,
+        "sge": sge_env,
+        "pbs": pbs_env,
+        "lsf": lsf_env,
+        "condor": htcondor_pool_env,
+    }
 
     def need(system: str) -> dict[str, str] | None:
         key = system.lower()
@@ -155,12 +194,13 @@ def batch_env(slurm_env, sge_env, pbs_env, lsf_env):
 # Most of the suite's time is spent waiting for real services, so two workers run it. A worker
 # takes a whole group: each module is a group of its own (its module fixtures run once), except
 # the HTCondor modules, which share the personal HTCondors (and reconfigure them, and kill their
-# GAHPs) and form one group, and the real BOINC server's, whose fault tests stop Apache and
-# MariaDB under it. The batch systems are shared through a file lock (see BatchLock): a module
-# that uses them holds it shared while its tests run, so both workers use them at once, and the
-# outage tests (marked ``batch_outage``: they stop slurmctld, sge_qmaster, pbs_server, mbatchd)
-# hold it exclusive. The lock is per user and per machine, so concurrent runs of the suite by
-# one user (several checkouts) never see each other's outages either.
+# GAHPs) and form one group (HTCondor-CE's, on a CE of their own, another), and the real BOINC
+# server's, whose fault tests stop Apache and MariaDB under it. The batch systems are shared
+# through a file lock (see BatchLock): a module that uses them holds it shared while its tests
+# run, so both workers use them at once, and the outage tests (marked ``batch_outage``: they
+# stop slurmctld, sge_qmaster, pbs_server, mbatchd) hold it exclusive. The lock is per user and
+# per machine, so concurrent runs of the suite by one user (several checkouts) never see each
+# other's outages either.
 BATCH_FIXTURES = frozenset(
     {
         "slurm_env",
@@ -172,6 +212,8 @@ BATCH_FIXTURES = frozenset(
         "sge_config",
         "openpbs_config",
         "lsf_config",
+        "htcondor_pool_env",
+        "condor_config",
     }
 )
 HTCONDOR_DIRS = ("tests/htcondor/", "tests/htcondor_ce/")
@@ -190,6 +232,8 @@ def service_group(module: str, fixtures: set[str]) -> str:
     """The xdist group of a test module, from its path and the fixtures its tests use."""
     if module.startswith("tests/boinc_real/") or module.endswith("test_htcondor_real_boinc.py"):
         return "real-boinc-server"
+    if module.startswith("tests/htcondor_ce/"):
+        return "htcondor-ce"  # its own HTCondor-CE: beside the personal HTCondors' group
     if module.startswith(HTCONDOR_DIRS):
         return "htcondor"
     return module
@@ -211,8 +255,16 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         group = service_group(module, used)
         batch = uses_batch_systems(module, used)
         for item in its:
-            item.add_marker(pytest.mark.xdist_group(group))
+            item.add_marker(pytest.mark.xdist_group(_split_by_system(group, item)))
             item.stash[BATCH_USER] = batch
+
+
+def _split_by_system(group: str, item: pytest.Item) -> str:
+    """A scenario written once for every batch system (``case`` parameter, see
+    gahp_lrms/test_scenarios_live.py) runs in one group per system, as a module per system did."""
+    callspec = getattr(item, "callspec", None)
+    system = callspec.params.get("case") if callspec is not None else None
+    return f"{group}[{system}]" if isinstance(system, str) else group
 
 
 BATCH_USER = pytest.StashKey[bool]()

@@ -9,6 +9,7 @@ import os
 import pwd
 import stat
 import subprocess
+import sys
 import tempfile
 from pathlib import Path
 from typing import NoReturn
@@ -68,6 +69,26 @@ def local_user(name: str, what: str = "test") -> pwd.struct_passwd:
 def lsf_job_user() -> pwd.struct_passwd:
     """:data:`LSF_USER`, created when missing (as root)."""
     return local_user(LSF_USER, "LSF test")
+
+
+POOL_PYTHON = "/usr/bin/python3" if Path("/usr/bin/python3").exists() else sys.executable
+"""An interpreter the HTCondor pool's jobs can run (they run as the pool's owner, who cannot
+reach root's pyenv)."""
+
+
+def pool_job_dir(env: dict[str, str]) -> Path:
+    """A fresh directory the HTCondor pool's jobs may write (they run as the pool's owner,
+    ``GAHP_HTCONDOR_POOL_USER`` of ``env``, and a test's ``tmp_path`` is root's only); the
+    caller removes it."""
+    base = Path(env["GAHP_HTCONDOR_POOL_DIR"]) / "jobs"
+    base.mkdir(parents=True, exist_ok=True)
+    os.chmod(base, 0o1777)
+    path = Path(tempfile.mkdtemp(prefix="t-", dir=base))
+    os.chmod(path, 0o755)
+    if os.geteuid() == 0:
+        user = pwd.getpwnam(env["GAHP_HTCONDOR_POOL_USER"])
+        os.chown(path, user.pw_uid, user.pw_gid)
+    return path
 
 
 class BatchLock:

@@ -50,9 +50,12 @@ def build_parser() -> argparse.ArgumentParser:
                    " truncated body like BOINC 8.3 on PHP 8 (default), 'full' = answer")
     p.add_argument("--mod-time-resolution", type=float, default=1.0, metavar="S",
                    help="granularity of job mod_time (MySQL TIMESTAMP: 1 s, the default)")
+    p.add_argument("--expire", action="store_true",
+                   help="abort and retire batches past their expire_time, as a project that "
+                   "runs BOINC's html/ops/expire_batches (master, not 8.3) from cron; default: "
+                   "never, as a plainly created project")
     p.add_argument("--no-expire", action="store_true",
-                   help="never cancel the jobs of expired batches (as a plain BOINC 8.3 "
-                   "project without an expiry daemon); default: cancel them")
+                   help="the default (kept for old command lines)")
     p.add_argument("--add-user", action="append", default=[],
                    metavar="NAME[:nosubmit][:AUTHENTICATOR]",
                    help="create another user, optionally with a given authenticator (repeatable)")
@@ -75,7 +78,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             volunteers=args.volunteers, quorum=args.quorum, project_path=args.project_path,
             allow_remote=args.allow_remote, inline_apps=args.inline_apps, paused=args.paused,
             completed_job_mode=args.completed_job_mode,
-            mod_time_resolution=args.mod_time_resolution, expire_batches=not args.no_expire,
+            mod_time_resolution=args.mod_time_resolution,
+            expire_batches=args.expire and not args.no_expire,
             log=sys.stderr if args.verbose else None,
         )
     except ValueError as e:

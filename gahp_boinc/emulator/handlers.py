@@ -15,6 +15,7 @@ import secrets
 import sqlite3
 import string
 import tarfile
+import urllib.request
 import xml.etree.ElementTree as ET
 import zipfile
 from collections.abc import Callable, Sequence
@@ -139,6 +140,21 @@ def _text(el: ET.Element | None, tag: str) -> str:
 
 def _texts(el: ET.Element, tag: str) -> list[str]:
     return [c.text or "" for c in el.findall(tag)]
+
+
+def read_source(source: str, limit: int) -> bytes | None:
+    """PHP's md5_file()/copy() of a ``local`` path or a ``semilocal`` URL (allow_url_fopen):
+    the content, or None when it cannot be read (or is over ``limit`` bytes)."""
+    try:
+        if source.startswith(("http://", "https://")):
+            with urllib.request.urlopen(source, timeout=30) as resp:  # noqa: S310 - http(s) only
+                data: bytes = resp.read(limit + 1)
+        else:
+            with open(source, "rb") as fh:
+                data = fh.read(limit + 1)
+    except (OSError, ValueError):
+        return None
+    return data if len(data) <= limit else None
 
 
 def parse_rpc_xml(req: str) -> ET.Element | None:
@@ -289,62 +305,107 @@ class ProjectPages:
         b = b if b is not None else ET.Element("batch")
         app = self._app(_text(b, "app_name"))
         user = self._user(r, "no submit access")
-        spec = APPS[app["name"]]
-        jobs = []
-        for i, job_el in enumerate(b.findall("job")):
-            inputs = []
-            for f in job_el.findall("input_file"):
-                mode = _text(f, "mode")
-                if mode != "local_staged":
-                    raise RequestRefused(f"create_work failed: input mode '{mode}' not supported")
-                inputs.append(_text(f, "source"))
-            jobs.append(NewJob(_text(job_el, "name") or f"job_{i}",
-                               _text(job_el, "command_line"), tuple(inputs)))
-        alloc = b.find("allocation_priority")
-        # PHP: an empty element (<allocation_priority/>) is false, any other true
-        if alloc is not None and (alloc.text or len(alloc) or alloc.attrib):
-            # logical_end_time(): the FLOPs of every job, from the job, its own input
-            # template or the batch's job_params (the app's template is never reached)
-            batch_est = php_double(_text(b.find("job_params"), "rsc_fpops_est"))
-            for job_el in b.findall("job"):
-                t = job_el.find("input_template/workunit")
-                own = php_double(_text(job_el, "rsc_fpops_est")) or (
-                    php_double(_text(t, "rsc_fpops_est")) if t is not None else 0.0
-                )
-                if not own and not batch_est:
-                    raise RequestRefused("no rsc_fpops_est given")
+        jobs = self._staged_jobs(b, APPS[app["name"]])
+        _check_allocation_estimates(b)
         bid = php_int(_text(b, "batch_id"))
         if bid:
-            batch = self.store.batch(bid)
-            if batch is None:
-                raise RequestRefused(f"no batch {bid}")
-            if batch["user_id"] != user["id"]:
-                raise RequestRefused("not owner of batch")
-            if batch["state"] != BATCH_INIT:
-                raise RequestRefused("batch not in init state")
-        need = len(spec.inputs)
-        for i, j in enumerate(jobs):
-            if len(j.inputs) != need:
-                raise RequestRefused(
-                    f"wrong # of input files for job {i}: need {need}, got {len(j.inputs)}")
+            self._check_init_batch(bid, user)
         self._check_create_work(jobs, app["id"], bid)
         if not bid:
             name = _text(b, "batch_name") or f"batch_{int(self.store.clock())}"
             bid = self.store.create_batch(user["id"], app["id"], name, 0)
-        params = {}
         p = b.find("job_params")
-        for key in ("rsc_fpops_est", "rsc_fpops_bound", "rsc_memory_bound", "rsc_disk_bound",
-                    "delay_bound"):
-            params[key] = php_double(_text(p, key))
+        params = {
+            key: php_double(_text(p, key))
+            for key in (
+                "rsc_fpops_est",
+                "rsc_fpops_bound",
+                "rsc_memory_bound",
+                "rsc_disk_bound",
+                "delay_bound",
+            )
+        }
         self.store.submit(bid, app["id"], jobs, self.config.quorum, params)
         return responses.batch_id("submit_batch", bid)
+
+    def _staged_jobs(self, b: ET.Element, spec: AppSpec) -> list[NewJob]:
+        """The batch's jobs, with their input files counted (validate_batch()) and staged
+        (stage_files()): before the batch is looked up, as the server does."""
+        jobs = []
+        files: list[list[ET.Element]] = []
+        for i, job_el in enumerate(b.findall("job")):
+            files.append(job_el.findall("input_file"))
+            wu_el = job_el.find("input_template/workunit")  # replaces the app's template
+            jobs.append(
+                NewJob(
+                    _text(job_el, "name") or f"job_{i}",
+                    _text(job_el, "command_line"),
+                    (),
+                    php_int(_text(wu_el, "min_quorum")),
+                    php_int(_text(wu_el, "target_nresults")),
+                )
+            )
+        need = len(spec.inputs)
+        for i, fs in enumerate(files):
+            if len(fs) != need:
+                raise RequestRefused(
+                    f"wrong # of input files for job {i}: need {need}, got {len(fs)}"
+                )
+        return [
+            attrs.evolve(j, inputs=tuple(self._stage_file(f) for f in fs))
+            for j, fs in zip(jobs, files, strict=True)
+        ]
+
+    def _check_init_batch(self, bid: int, user: sqlite3.Row) -> None:
+        """A batch given by id: it exists, is the user's, and is still being built."""
+        batch = self.store.batch(bid)
+        if batch is None:
+            raise RequestRefused(f"no batch {bid}")
+        if batch["user_id"] != user["id"]:
+            raise RequestRefused("not owner of batch")
+        if batch["state"] != BATCH_INIT:
+            raise RequestRefused("batch not in init state")
+
+    def _stage_file(self, f: ET.Element) -> str:
+        """stage_file(): an input's physical name, written to the download directory first
+        for the modes the server stages itself (a remote file's entry is a JSON object)."""
+        mode = _text(f, "mode")
+        src_el = f.find("source")
+        source = (src_el.text or "") if src_el is not None else ""
+        if mode == "remote":
+            return json.dumps({"url": _text(f, "url"), "nbytes": php_double(_text(f, "nbytes")),
+                               "md5": _text(f, "md5")})
+        if mode == "local_staged":
+            return source
+        if mode == "inline":
+            data = source.encode()
+        elif mode in ("local", "semilocal"):
+            got = read_source(source, self.config.max_file_size)
+            if got is None:
+                raise RequestRefused(f"Can't get MD5 of file {source}")
+            data = got
+        elif mode == "sandbox":  # no sandbox here: the server's answer for an unknown name
+            raise RequestRefused(f"sandbox link file {source} not found")
+        else:
+            raise RequestRefused(f"unsupported file mode: {mode}")
+        name = "jf_" + hashlib.md5(data).hexdigest()
+        path = self.store.file_path(name)
+        if not path.is_file():
+            if not data:  # PHP: file_put_contents() of nothing returns 0, read as a failure
+                raise RequestRefused(
+                    f"can't write to file {self.store.download_dir}/{fanout_dir(name)}/{name}")
+            tmp = path.with_name(f".{name}.{os.getpid()}.tmp")
+            tmp.write_bytes(data)
+            os.replace(tmp, path)
+        return name
 
     def _check_create_work(self, jobs: Sequence[NewJob], app_id: int, batch_id: int) -> None:
         """Fail as BOINC's job creator does: it reads each job as a line of words (the command
         line in double quotes, unescaped, then the input files), reads every input file, then
         inserts all jobs at once (a taken name fails the insert)."""
         for j in jobs:
-            words = job_words(f'--command_line "{j.command_line}" ' + " ".join(j.inputs))
+            staged = [i for i in j.inputs if not i.startswith("{")]
+            words = job_words(f'--command_line "{j.command_line}" ' + " ".join(staged))
             for src in words[2:]:
                 if not valid_filename(src) or not self.store.file_path(src).is_file():
                     raise RequestRefused(self._missing_input(src))
@@ -765,48 +826,58 @@ class ProjectPages:
             return responses.redirect("login_form.php")
         action = q.get("action", "")
         if action == "get_file":
-            result_id, index = php_get_int(q, "result_id"), php_get_int(q, "index")
-            if result_id is None or index is None:
-                return responses.redirect("missing_arg_result_id.html")
-            res = self.store.result(result_id)
-            if res is None:
-                return responses.error_page("no result")
-            wu = self.store.one("SELECT * FROM workunit WHERE id=?", res["workunit_id"])
-            batch = self.store.batch(wu["batch_id"]) if wu is not None else None
-            if wu is None or batch is None or batch["user_id"] != user["id"]:
-                return responses.error_page("not owner")
-            outs = self._outputs(res)
-            if not 0 <= index < len(outs):
-                return responses.error_page("bad index")
-            logical = outs[index][1]
-            if not re.fullmatch(r"[\w\-. ]{1,255}", wu["name"]):
-                return responses.error_page("bad WU name")
-            gz = ".gz" if self._app_of(wu).gzip else ""
-            folder = self.store.results_dir / str(wu["batch_id"])
-            path = folder / f"{wu['name']}__file_{logical}{gz}"
-            # a missing file: BOINC announces and sends nothing
-            data = path.read_bytes() if path.is_file() else b""
-            return responses.download(data, path.name)
+            return self._collected_file(q, user)
         if action in ("get_batch_zip", "get_batch_tar"):
-            batch_id = php_get_int(q, "batch_id")
-            batch = self.store.batch(batch_id) if batch_id is not None else None
-            if batch is None or batch["user_id"] != user["id"]:
-                return responses.error_page("not owner")
-            folder = self.store.results_dir / str(batch_id)
-            if not folder.is_dir():
-                return responses.error_page("no batch dir")
-            buf = io.BytesIO()
-            files = sorted(p for p in folder.iterdir() if p.is_file())
-            if action == "get_batch_zip":
-                with zipfile.ZipFile(buf, "w") as z:
-                    for f in files:
-                        z.write(f, f.name)
-                return responses.download(buf.getvalue(), f"batch_{batch_id}.zip")
+            return self._collected_batch(q, user, action.removeprefix("get_batch_"))
+        return responses.plain("")
+
+    def _collected_file(self, q: dict[str, str], user: sqlite3.Row) -> Reply:
+        """get_output3.php?action=get_file: one output file of a result, from the batch's
+        results directory."""
+        result_id, index = php_get_int(q, "result_id"), php_get_int(q, "index")
+        if result_id is None or index is None:
+            return responses.redirect("missing_arg_result_id.html")
+        res = self.store.result(result_id)
+        if res is None:
+            return responses.error_page("no result")
+        wu = self.store.one("SELECT * FROM workunit WHERE id=?", res["workunit_id"])
+        batch = self.store.batch(wu["batch_id"]) if wu is not None else None
+        if wu is None or batch is None or batch["user_id"] != user["id"]:
+            return responses.error_page("not owner")
+        outs = self._outputs(res)
+        if not 0 <= index < len(outs):
+            return responses.error_page("bad index")
+        logical = outs[index][1]
+        if not re.fullmatch(r"[\w\-. ]{1,255}", wu["name"]):
+            return responses.error_page("bad WU name")
+        gz = ".gz" if self._app_of(wu).gzip else ""
+        folder = self.store.results_dir / str(wu["batch_id"])
+        path = folder / f"{wu['name']}__file_{logical}{gz}"
+        # a missing file: BOINC announces and sends nothing
+        data = path.read_bytes() if path.is_file() else b""
+        return responses.download(data, path.name)
+
+    def _collected_batch(self, q: dict[str, str], user: sqlite3.Row, kind: str) -> Reply:
+        """get_output3.php?action=get_batch_zip|get_batch_tar (``kind``: zip or tar): the
+        batch's results directory as one archive."""
+        batch_id = php_get_int(q, "batch_id")
+        batch = self.store.batch(batch_id) if batch_id is not None else None
+        if batch is None or batch["user_id"] != user["id"]:
+            return responses.error_page("not owner")
+        folder = self.store.results_dir / str(batch_id)
+        if not folder.is_dir():
+            return responses.error_page("no batch dir")
+        buf = io.BytesIO()
+        files = sorted(p for p in folder.iterdir() if p.is_file())
+        if kind == "zip":
+            with zipfile.ZipFile(buf, "w") as z:
+                for f in files:
+                    z.write(f, f.name)
+        else:
             with tarfile.open(fileobj=buf, mode="w") as t:
                 for f in files:
                     t.add(f, f.name)
-            return responses.download(buf.getvalue(), f"batch_{batch_id}.tar")
-        return responses.plain("")
+        return responses.download(buf.getvalue(), f"batch_{batch_id}.{kind}")
 
     def _app_of(self, wu: sqlite3.Row) -> AppSpec:
         app = self.store.one("SELECT name FROM app WHERE id=?", wu["app_id"])
@@ -822,3 +893,20 @@ class ProjectPages:
             for _phys, logical, rel in outs:
                 z.writestr(f"{res['name']}__{logical}", (self.store.upload_dir / rel).read_bytes())
         return responses.download(buf.getvalue(), f"{res['name']}.zip")
+
+
+def _check_allocation_estimates(b: ET.Element) -> None:
+    """With allocation_priority set (PHP: an empty element is false, any other true),
+    logical_end_time() needs the FLOPs of every job: from the job, its own input template or
+    the batch's job_params (the app's template is never reached)."""
+    alloc = b.find("allocation_priority")
+    if alloc is None or not (alloc.text or len(alloc) or alloc.attrib):
+        return
+    batch_est = php_double(_text(b.find("job_params"), "rsc_fpops_est"))
+    for job_el in b.findall("job"):
+        t = job_el.find("input_template/workunit")
+        own = php_double(_text(job_el, "rsc_fpops_est")) or (
+            php_double(_text(t, "rsc_fpops_est")) if t is not None else 0.0
+        )
+        if not own and not batch_est:
+            raise RequestRefused("no rsc_fpops_est given")

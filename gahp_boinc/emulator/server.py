@@ -276,7 +276,7 @@ class EmulatorServer:
         paused: bool = False,
         completed_job_mode: str = "crash",
         mod_time_resolution: float = 1.0,
-        expire_batches: bool = True,
+        expire_batches: bool = False,
         max_upload_files: int = 20,
         max_file_size: int = 2 * 1024 * 1024,
         max_post_size: int = 8 * 1024 * 1024,
@@ -303,8 +303,9 @@ class EmulatorServer:
         self.nvolunteers = volunteers
         self.inline_apps = inline_apps
         self.mod_time_resolution = mod_time_resolution
-        #: cancel the unfinished jobs of a batch past its expire_time (a project running an
-        #: expiry daemon); False: as a plain BOINC 8.3 project, which never does
+        #: abort and retire a batch past its expire_time, as a project that runs BOINC's
+        #: html/ops/expire_batches from cron (BOINC master; not in 8.3); False (default): as a
+        #: plainly created project, which never does
         self.expire_batches = expire_batches
         #: the project's wall clock (tests pin it to replay a captured session)
         self.clock = clock

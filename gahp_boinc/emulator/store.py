@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import json
 import secrets
+import shutil
 import sqlite3
 import threading
 import time
@@ -78,6 +79,8 @@ class NewJob:
     name: str
     command_line: str
     inputs: tuple[str, ...]
+    min_quorum: int = 0  # from the job's own input template (0: the project's)
+    target_nresults: int = 0
 
 
 @attrs.frozen
@@ -250,10 +253,12 @@ class Store:
             db.execute("UPDATE batch SET expire_time=? WHERE id=?", (expire_time, batch_id))
 
     def retire_batch(self, batch_id: int) -> None:
+        """retire_batch(): the batch-collect outputs (results/<batch id>/) are deleted, the
+        batch is retired and its unsent jobs cancelled; jobs a volunteer is running go on."""
+        shutil.rmtree(self.results_dir / str(batch_id), ignore_errors=True)
         with self.tx() as db:
             ids = [r[0] for r in db.execute(
-                "SELECT id FROM workunit WHERE batch_id=? AND status IN ('UNSENT','IN_PROGRESS')",
-                (batch_id,))]
+                "SELECT id FROM workunit WHERE batch_id=? AND status='UNSENT'", (batch_id,))]
             for wu in ids:
                 self._cancel(wu)
             db.execute("UPDATE batch SET state=? WHERE id=?", (BATCH_RETIRED, batch_id))
@@ -272,18 +277,16 @@ class Store:
             )
 
     def expire_batches(self) -> int:
-        """Cancel the unfinished jobs of batches whose expire_time has passed."""
+        """BOINC master's html/ops/expire_batches: every batch past its expire_time is
+        aborted, then retired; the number of batches."""
         now = self.clock()
-        with self.tx() as db:
-            ids = [r[0] for r in db.execute(
-                "SELECT w.id FROM workunit w JOIN batch b ON b.id=w.batch_id"
-                " WHERE b.expire_time>0 AND b.expire_time<? AND w.status IN"
-                " ('UNSENT','IN_PROGRESS')", (now,))]
-            batches = set()
-            for wu in ids:
-                batches.add(self._cancel(wu))
-            for b in batches:
-                self._maybe_complete(b)
+        with self.lock:
+            ids = [r[0] for r in self.db.execute(
+                "SELECT id FROM batch WHERE expire_time>0 AND expire_time<? AND state<>?",
+                (now, BATCH_RETIRED))]
+            for b in ids:
+                self.abort_batch(b)
+                self.retire_batch(b)
             return len(ids)
 
     # -- files --
@@ -336,15 +339,16 @@ class Store:
                 " create_time, mod_time, status, min_quorum, target_nresults, job_params)"
                 " VALUES (?,?,?,?,?,?,?,'UNSENT',?,?,?)",
                 [(j.name, batch_id, app_id, j.command_line, json.dumps(j.inputs), now, mod,
-                  quorum, quorum, params) for j in jobs],
+                  j.min_quorum or quorum, j.target_nresults or j.min_quorum or quorum, params)
+                 for j in jobs],
             )
             rows = db.execute(
-                "SELECT id, name FROM workunit WHERE batch_id=? ORDER BY id", (batch_id,)
-            ).fetchall()
+                "SELECT id, name, target_nresults FROM workunit WHERE batch_id=? ORDER BY id",
+                (batch_id,)).fetchall()
             db.executemany(
                 "INSERT INTO result(workunit_id, name, server_state, create_time)"
                 " VALUES (?,?,?,?)",
-                [(r[0], f"{r[1]}_{k}", UNSENT, now) for r in rows for k in range(quorum)],
+                [(r[0], f"{r[1]}_{k}", UNSENT, now) for r in rows for k in range(r[2])],
             )
             db.execute(
                 "UPDATE batch SET njobs=?, state=? WHERE id=?",

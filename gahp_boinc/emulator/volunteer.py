@@ -20,6 +20,7 @@ import subprocess
 import sys
 import threading
 import time
+import urllib.request
 from pathlib import Path
 
 from .apps import APPS, run_inline
@@ -60,6 +61,30 @@ def format_stderr(log: str, exit_code: int) -> str:
     text = log + "\n" if log else ""
     return (f"\n<core_client_version>{CORE_CLIENT_VERSION}</core_client_version>\n<![CDATA[\n"
             f"{message}<stderr_txt>\n{text}\n</stderr_txt>\n]]>\n")
+
+
+ERR_GIVEUP_DOWNLOAD = -114
+ERR_MD5_FAILED = -119
+MAX_REMOTE_BYTES = 64 * 1024 * 1024
+"""The largest remote input the emulated volunteer downloads."""
+
+
+def fetch_remote(entry: dict[str, object], dest: Path) -> tuple[int, str] | None:
+    """Download a ``remote`` input as a BOINC client does: its size and MD5 must be those the
+    job names, else the instance fails (its exit status and message)."""
+    url, md5 = str(entry.get("url", "")), str(entry.get("md5", ""))
+    nbytes = int(float(str(entry.get("nbytes") or 0)))
+    if not url.startswith(("http://", "https://")) or nbytes > MAX_REMOTE_BYTES:
+        return ERR_GIVEUP_DOWNLOAD, f"cannot download {url}"
+    try:
+        with urllib.request.urlopen(url, timeout=30) as resp:  # noqa: S310 - http(s) only
+            data = resp.read(nbytes + 1)
+    except (OSError, ValueError) as exc:
+        return ERR_GIVEUP_DOWNLOAD, f"download of {url} failed: {exc}"
+    if len(data) != nbytes or hashlib.md5(data).hexdigest() != md5:
+        return ERR_MD5_FAILED, f"MD5 check failed for {url}"
+    dest.write_bytes(data)
+    return None
 
 
 class Volunteer:
@@ -150,11 +175,18 @@ class Volunteer:
         shutil.rmtree(scratch, ignore_errors=True)
         scratch.mkdir(parents=True)
         try:
+            failed = None
             for open_name, phys in zip(spec.inputs, claim.inputs, strict=False):
-                shutil.copyfile(self.store.file_path(phys), scratch / open_name)
+                if phys.startswith("{"):  # a remote file: the volunteer downloads it
+                    failed = failed or fetch_remote(json.loads(phys), scratch / open_name)
+                else:
+                    shutil.copyfile(self.store.file_path(phys), scratch / open_name)
             args = split_command_line(claim.command_line)
             started = time.monotonic()
-            code, log, cpu = self._execute(claim.app_name, args, scratch)
+            if failed is not None:
+                code, log, cpu = failed[0], failed[1], 0.0
+            else:
+                code, log, cpu = self._execute(claim.app_name, args, scratch)
             elapsed = time.monotonic() - started
             if self._stop.wait(max(0.0, self.job_delay - elapsed)):
                 return  # shutting down: the instance is sent again after a restart

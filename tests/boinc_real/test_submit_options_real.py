@@ -150,3 +150,123 @@ def test_blahpd_submit_ad_priority_and_target_reach_the_workunit(real_boinc, tmp
         assert blah.call("BLAH_JOB_CANCEL", res[2], timeout=120)[0] == "0"
     finally:
         blah.close()
+
+
+REPLICATION = ("min_quorum", "target_nresults", "max_error_results", "max_total_results",
+               "max_success_results")
+
+
+def _replication_of(real_boinc, job: str) -> tuple[str, ...]:
+    row = real_boinc.one(f"SELECT {', '.join(REPLICATION)} FROM workunit WHERE name='{job}'")
+    return tuple(row[k] for k in REPLICATION)
+
+
+def test_replication_options_without_a_template_reach_the_workunit(real_boinc, tmp_path: Path):
+    """JobOptions(min_quorum=..., ...) alone: the client writes the app's own input template
+    with them set (the job still has its input and the app's other limits)."""
+    tag = f"rep{int(time.time() * 1000) % 10**9}"
+    (tmp_path / "in.txt").write_text(f"replication {tag}\n")
+    opts = JobOptions(min_quorum=1, target_nresults=2, max_error_results=4,
+                      max_total_results=6, max_success_results=3)
+    with SyncBoincClient(real_boinc.url, real_boinc.auth) as c:
+        c.submit(tag, real_boinc.app, [
+            Job(f"{tag}_r", args=["--cpu_time", "1"], inputs=[tmp_path / "in.txt"], options=opts),
+        ])
+        try:
+            assert _replication_of(real_boinc, f"{tag}_r") == ("1", "2", "4", "6", "3")
+            row = real_boinc.one(
+                f"SELECT rsc_fpops_est, delay_bound FROM workunit WHERE name='{tag}_r'")
+            assert float(row["rsc_fpops_est"]) == 1e10 and float(row["delay_bound"]) == 86400
+        finally:
+            c.abort_batch(tag)
+            c.retire(tag)
+
+
+def test_blahpd_replication_attributes_reach_the_workunit(real_boinc, tmp_path: Path):
+    """+BoincMinQuorum, +BoincTargetNresults, +BoincMaxErrorResults, +BoincMaxTotalResults,
+    +BoincMaxSuccessResults of a BLAH submit ad, read back from the project's database."""
+    import sys
+
+    from test_blahpd_real import ad
+
+    from gahp_core.testing import GahpClient
+
+    conf = real_boinc.blahpd_config(tmp_path)
+    (tmp_path / "in.txt").write_text("blah replication\n")
+    blah = GahpClient([sys.executable, "-m", "gahp_blah", "--config", str(conf)])
+    try:
+        res = blah.call("BLAH_JOB_SUBMIT", ad(
+            Cmd=f"{tmp_path}/{real_boinc.app}", Iwd=str(tmp_path), gridtype="boinc",
+            Arguments="--cpu_time 1", In="in.txt", BoincMinQuorum=1, BoincTargetNresults=2,
+            BoincMaxErrorResults=3, BoincMaxTotalResults=7, BoincMaxSuccessResults=4,
+        ), timeout=300)
+        assert res[0] == "0", res
+        job = res[2].rsplit("/", 1)[-1]
+        deadline = time.monotonic() + 60
+        while not real_boinc.sql(f"SELECT id FROM workunit WHERE name='{job}'"):
+            assert time.monotonic() < deadline, "the job never reached the server"
+            time.sleep(1)
+        assert _replication_of(real_boinc, job) == ("1", "2", "3", "7", "4")
+        assert blah.call("BLAH_JOB_CANCEL", res[2], timeout=120)[0] == "0"
+    finally:
+        blah.close()
+
+
+def test_batches_are_addressed_by_id_where_names_repeat(real_boinc, tmp_path: Path):
+    """BOINC's names need not be unique (lookup_name finds one of them): the id returned by
+    submit addresses exactly its batch in query_batch, set_expire_time, abort and retire."""
+    tag = f"bid{int(time.time() * 1000) % 10**9}"
+    (tmp_path / "in.txt").write_text(f"by id {tag}\n")
+    inputs = [tmp_path / "in.txt"]
+    with SyncBoincClient(real_boinc.url, real_boinc.auth) as c:
+        first = c.submit(tag, real_boinc.app, [Job(f"{tag}_1", ["--cpu_time", "1"], inputs)])
+        second = c.submit(tag, real_boinc.app, [Job(f"{tag}_2", ["--cpu_time", "1"], inputs)])
+        try:
+            ids = {r["id"] for r in real_boinc.sql(f"SELECT id FROM batch WHERE name='{tag}'")}
+            assert ids == {str(first.batch_id), str(second.batch_id)}
+            assert [j.name for j in c.query_batch(second.batch_id).jobs] == [f"{tag}_2"]
+            c.set_expire_time(second.batch_id, 2_000_000_000)
+            rows = {r["id"]: r["expire_time"] for r in real_boinc.sql(
+                f"SELECT id, expire_time FROM batch WHERE name='{tag}'")}
+            assert float(rows[str(second.batch_id)]) == 2e9
+            assert float(rows[str(first.batch_id)]) != 2e9
+            c.abort_batch(second.batch_id)
+            state = real_boinc.one(f"SELECT state FROM batch WHERE id={first.batch_id}")
+            assert state["state"] == "1", state  # in progress: only the second was aborted
+        finally:
+            for batch in (first.batch_id, second.batch_id):
+                c.abort_batch(batch)
+                c.retire(batch)
+        states = {r["id"]: r["state"] for r in real_boinc.sql(
+            f"SELECT id, state FROM batch WHERE name='{tag}'")}
+        assert set(states.values()) == {"4"}, states  # both retired, each by its id
+
+
+def test_boinc_gahp_submit_options_reach_the_workunit(real_boinc, tmp_path: Path):
+    """BOINC_SUBMIT's NAME=VALUE options after the six job parameters (an extension the
+    gridmanager does not send): the batch priority and replication of every job."""
+    import sys
+
+    from gahp_core.testing import GahpClient
+
+    tag = f"gx{int(time.time() * 1000) % 10**9}"
+    (tmp_path / "in.txt").write_text(f"gahp options {tag}\n")
+    gahp = GahpClient([sys.executable, "-m", "gahp_boinc"])
+    try:
+        assert gahp.command("BOINC_SELECT_PROJECT", real_boinc.url, real_boinc.auth) == ["S"]
+        res = gahp.call(
+            "BOINC_SUBMIT", tag, real_boinc.app, "1", f"{tag}#1.0", "2", "--cpu_time", "1",
+            "1", str(tmp_path / "in.txt"), "in", *["NULL"] * 6, "priority=6",
+            "min_quorum=1", "target_nresults=2", "max_total_results=5", timeout=300,
+        )
+        assert res == ["NULL"], res
+        row = real_boinc.one(
+            "SELECT priority, min_quorum, target_nresults, max_total_results FROM workunit"
+            f" WHERE name='{tag}#1.0'")
+        assert (row["priority"], row["min_quorum"], row["target_nresults"],
+                row["max_total_results"]) == ("6", "1", "2", "5"), row
+    finally:
+        gahp.close()
+        with SyncBoincClient(real_boinc.url, real_boinc.auth) as c:
+            c.abort_batch(tag)
+            c.retire(tag)

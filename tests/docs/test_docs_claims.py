@@ -3,6 +3,7 @@ of either shows."""
 
 from __future__ import annotations
 
+import fnmatch
 import inspect
 import re
 from pathlib import Path
@@ -20,7 +21,7 @@ def methods(cls: type) -> set[str]:
 
 def test_sync_client_has_every_method_the_guide_says_it_has():
     text = " ".join((DOCS / "boinc-client.md").read_text().split())
-    assert "`SyncBoincClient` has the same methods, blocking, with the same arguments." in text
+    assert "`SyncBoincClient` has the same methods, blocking, with the same arguments" in text
     lacking = methods(BoincClient) - methods(SyncBoincClient) - {"sync"}  # sync: a factory
     assert lacking == set()
 
@@ -48,3 +49,32 @@ def test_the_readme_layout_names_only_modules_that_exist() -> None:
                 missing.append(f"{package}/{name}")
     assert named > 30, block
     assert not missing, missing
+
+
+def test_the_readme_layout_names_every_module() -> None:
+    """Each module of each package (but ``__init__``/``__main__``) is named on its
+    package's lines of the README's layout section (``_boinc_*.py`` names a family), and
+    each subpackage as ``name/``."""
+    root = DOCS.parent
+    text = (root / "README.md").read_text()
+    start = text.index("## Layout")
+    block = text[text.index("```", start) + 3 : text.index("```", text.index("```", start) + 3)]
+    lines: dict[str, str] = {}
+    package = None
+    for line in block.splitlines():
+        first = line.split("/", 1)[0]
+        if first.startswith("gahp_"):
+            package = first
+        if package is not None:
+            lines[package] = lines.get(package, "") + " " + line
+    unnamed = []
+    for package, described in sorted(lines.items()):
+        patterns = re.findall(r"[\w*]+\.py", described)
+        for path in sorted((root / package).iterdir()):
+            if path.suffix == ".py" and not path.name.startswith("__"):
+                if not any(fnmatch.fnmatchcase(path.name, p) for p in patterns):
+                    unnamed.append(f"{package}/{path.name}")
+            elif (path / "__init__.py").is_file() and f"{path.name}/" not in described:
+                unnamed.append(f"{package}/{path.name}/")
+    assert len(lines) == 5, sorted(lines)
+    assert not unnamed, f"the README's layout does not name {unnamed}"

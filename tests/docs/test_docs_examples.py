@@ -192,7 +192,9 @@ def test_toml_blocks_load(block: Block, tmp_path: Path) -> None:
 
         load_blahpd_config(options)  # each [driver.NAME] checked by its driver's settings
     else:
-        from gahp_boinc._config import load_config as load_boinc_config
+        from gahp_boinc._config import (  # private: unit test of the config loader
+            load_config as load_boinc_config,
+        )
 
         load_boinc_config(options)
 

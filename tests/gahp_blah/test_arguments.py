@@ -13,6 +13,8 @@ def test_v2_arguments():
     assert split_v2('say "hi"') == ["say", '"hi"']
     with pytest.raises(SyntaxProblem):
         split_v2("'open")
+    with pytest.raises(SyntaxProblem):  # '' inside quotes is a quote, not the end
+        split_v2("x 'it''")
 
 
 def v2_quote(arg: str) -> str:

@@ -9,7 +9,7 @@ from exception_roots import strays
 
 from gahp_blah import BlahError
 from gahp_blah.arguments import SyntaxProblem
-from gahp_blah.backend import Failure, _errors
+from gahp_blah.backend import Failure, _errors  # private: unit test of the error wrapper
 from gahp_blah.jobids import BadJobId, parse_job_id
 from gahp_core import REDACTOR
 from gahp_lrms import DriverError

@@ -118,3 +118,29 @@ def test_failed_job_gives_the_apps_exit_status_and_an_err_file(blah, setup):
     assert "246" in info["ExitReason"], info
     err = (work / "failed.err").read_text()
     assert "exit status 246" in err and "too_many_total_results" in err, err
+
+
+def test_replication_attributes_set_the_jobs_quorum_and_survive_a_restart(blah, setup, emulator):
+    """+BoincMinQuorum, +BoincTargetNresults (and the max_*_results ones) reach the job's own
+    input template: the emulator runs as many instances; a bad combination is refused."""
+    conf, work = setup
+    emulator.pause_volunteer()
+    res = blah.c.call("BLAH_JOB_SUBMIT", ad(
+        Cmd="uppercase", Iwd=str(work), In="in.txt", gridtype="boinc", BoincMinQuorum=2,
+        BoincTargetNresults=2, BoincMaxErrorResults=3, BoincMaxTotalResults=5,
+        BoincMaxSuccessResults=4), timeout=60)
+    assert res[0] == "0", res
+    blah.restart()  # queued in blahpd's records when it died: the options are kept
+    emulator.resume_volunteer()
+    info = blah.wait(res[2], 4)
+    assert info["ExitCode"] == 0
+    job = res[2].rsplit("/", 1)[-1]
+    store = emulator.project.store
+    row = store.one("SELECT id, min_quorum, target_nresults FROM workunit WHERE name=?", job)
+    assert row is not None and (row["min_quorum"], row["target_nresults"]) == (2, 2)
+    assert len(store.all("SELECT id FROM result WHERE workunit_id=?", row["id"])) == 2
+    bad = blah.c.call("BLAH_JOB_SUBMIT", ad(
+        Cmd="uppercase", Iwd=str(work), In="in.txt", gridtype="boinc",
+        BoincMaxSuccessResults=6, BoincMaxTotalResults=5), timeout=60)
+    assert bad[0] != "0" and "BoincMaxSuccessResults" in bad[1], bad
+    assert "BoincMaxTotalResults" in bad[1], bad

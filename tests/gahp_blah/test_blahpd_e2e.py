@@ -5,13 +5,16 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from blah_helpers import BLAHPD, Blah, ad_string
+from live_services import POOL_PYTHON, pool_job_dir
 
 from gahp_core import split
 from gahp_core.testing import GahpClient, GahpConformance
@@ -38,24 +41,38 @@ def v2(args: list[str]) -> str:
     return " ".join("'" + a.replace("'", "''") + "'" for a in args)
 
 
-@pytest.fixture(params=["fork", "slurm", "pbs", "sge"])
+@pytest.fixture(params=["fork", "slurm", "pbs", "sge", "condor"])
 def lrms(request, batch_env) -> str:
     """The gridtypes run here, as root (pbs: the real OpenPBS; LSF refuses root's jobs:
-    blahpd on LSF is tested under HTCondor, as its unprivileged owner)."""
+    blahpd on LSF is tested under HTCondor, as its unprivileged owner; condor: the
+    one-machine pool, whose jobs run as its owner)."""
     batch_env(request.param)
     return request.param
 
 
 @pytest.fixture
-def program(tmp_path) -> Path:
-    path = tmp_path / "report prog.py"
-    path.write_text(f"#!{sys.executable}\n{PROGRAM}")
+def job_dir(request, tmp_path) -> Iterator[Path]:
+    """Where a job's files go: ``tmp_path``, or for condor a directory of the pool's owner
+    (its jobs run as that user)."""
+    if "lrms" not in request.fixturenames or request.getfixturevalue("lrms") != "condor":
+        yield tmp_path
+        return
+    path = pool_job_dir(request.getfixturevalue("htcondor_pool_env"))
+    yield path
+    shutil.rmtree(path, ignore_errors=True)
+
+
+@pytest.fixture
+def program(request, job_dir) -> Path:
+    condor = "lrms" in request.fixturenames and request.getfixturevalue("lrms") == "condor"
+    path = job_dir / "report prog.py"
+    path.write_text(f"#!{POOL_PYTHON if condor else sys.executable}\n{PROGRAM}")
     path.chmod(0o755)
     return path
 
 
 @pytest.fixture
-def blah(tmp_path, slurm_env, sge_env, pbs_env, lsf_env):
+def blah(tmp_path, slurm_env, sge_env, pbs_env, lsf_env, htcondor_pool_env):
     env = {**os.environ, **(slurm_env or {}), **(sge_env or {})}  # SGE_ROOT & co. for sge
     config = ""
     if pbs_env is not None:  # the real OpenPBS, not Slurm's qsub that PATH may hold
@@ -63,15 +80,19 @@ def blah(tmp_path, slurm_env, sge_env, pbs_env, lsf_env):
         env["PBS_CONF_FILE"] = pbs_env["PBS_CONF_FILE"]
     if lsf_env is not None:
         config += f'[driver.lsf]\nlsf_envdir = "{lsf_env["LSF_ENVDIR"]}"\n'
+    if htcondor_pool_env is not None:
+        config += f'[driver.condor]\ncondor_config = "{htcondor_pool_env["CONDOR_CONFIG"]}"\n'
+        config += "status_interval = 1\n"  # not 5 s: the tests poll every 0.2 s
     (tmp_path / "blahpd.toml").write_text(config)
     env["BLAHPD_CONFIG"] = str(tmp_path / "blahpd.toml")
     with Blah("--state-dir", tmp_path / "state", env=env) as b:
         yield b
 
 
-def test_job_life_with_tricky_arguments(blah, lrms, program, tmp_path):
-    work = tmp_path / "work dir"
+def test_job_life_with_tricky_arguments(blah, lrms, program, job_dir):
+    work = job_dir / "work dir"
     work.mkdir()
+    os.chown(work, job_dir.stat().st_uid, job_dir.stat().st_gid)  # the pool's owner's
     (work / "stdin.txt").write_text("from stdin\n")
     args = ["two words", "it's", 'say "hi"', "$(touch pwned)", "a;b", ""]
     res = blah.submit(
@@ -80,7 +101,7 @@ def test_job_life_with_tricky_arguments(blah, lrms, program, tmp_path):
         Iwd=str(work),
         In="stdin.txt",
         Out="out.txt",
-        Err=str(tmp_path / "err.txt"),
+        Err=str(job_dir / "err.txt"),
         Environment=v2(["BT_X=x y", "BT_EXIT=7", "BT_SLEEP=1"]),
         gridtype=lrms,
     )
@@ -103,14 +124,14 @@ def test_job_life_with_tricky_arguments(blah, lrms, program, tmp_path):
     assert report["cwd"] == str(work)
     assert report["stdin"] == "from stdin\n"
     assert report["env"]["BT_X"] == "x y"
-    assert (tmp_path / "err.txt").read_text() == "to stderr\n"
+    assert (job_dir / "err.txt").read_text() == "to stderr\n"
     assert not (work / "pwned").exists()
 
 
-def test_cancel_running_job(blah, lrms, program, tmp_path):
+def test_cancel_running_job(blah, lrms, program, job_dir):
     res = blah.submit(
         Cmd=str(program),
-        Iwd=str(tmp_path),
+        Iwd=str(job_dir),
         Environment="BT_SLEEP=60",
         Out="o",
         Err="e",
@@ -138,14 +159,14 @@ def _pbs_node_cpus(env: dict[str, str]) -> int:
     return int(next(iter(nodes.values()))["resources_available"]["ncpus"])
 
 
-def test_hold_and_resume(blah, lrms, program, tmp_path, slurm_env, pbs_env):
+def test_hold_and_resume(blah, lrms, program, job_dir, slurm_env, pbs_env):
     blocker = None
     if lrms in ("slurm", "pbs"):
         # keep the next job pending: fill the node first (every CPU the batch system has there)
         cpus = _slurm_node_cpus(slurm_env) if lrms == "slurm" else _pbs_node_cpus(pbs_env)
         res = blah.submit(
             Cmd=str(program),
-            Iwd=str(tmp_path),
+            Iwd=str(job_dir),
             Environment="BT_SLEEP=120",
             NodeNumber=cpus,
             Out="b",
@@ -154,19 +175,19 @@ def test_hold_and_resume(blah, lrms, program, tmp_path, slurm_env, pbs_env):
         )
         blocker = res[2]
     try:
-        _hold_and_resume(blah, lrms, program, tmp_path, blocker)
+        _hold_and_resume(blah, lrms, program, job_dir, blocker)
     finally:  # a blocker left pending would hold the node from everyone else's jobs
         if blocker:
             blah.c.call("BLAH_JOB_CANCEL", blocker, timeout=60)
 
 
-def _hold_and_resume(blah: Blah, lrms: str, program: Path, tmp_path: Path,
+def _hold_and_resume(blah: Blah, lrms: str, program: Path, job_dir: Path,
                      blocker: str | None) -> None:
     if blocker:
         blah.wait(blocker, 2)
     res = blah.submit(
         Cmd=str(program),
-        Iwd=str(tmp_path),
+        Iwd=str(job_dir),
         Environment="BT_SLEEP=2",
         Out="o",
         Err="e",
@@ -184,10 +205,10 @@ def _hold_and_resume(blah: Blah, lrms: str, program: Path, tmp_path: Path,
     assert ad["ExitCode"] == 0
 
 
-def test_status_survives_a_restart(blah, lrms, program, tmp_path):
+def test_status_survives_a_restart(blah, lrms, program, job_dir):
     res = blah.submit(
         Cmd=str(program),
-        Iwd=str(tmp_path),
+        Iwd=str(job_dir),
         Environment="BT_EXIT=5 BT_SLEEP=1",
         Out="o",
         Err="e",

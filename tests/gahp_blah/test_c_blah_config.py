@@ -18,6 +18,7 @@ from blah_helpers import Blah, ad_string
 from gahp_blah import blah_config
 from gahp_blah.config import load_config
 from gahp_blah.shellvars import parse_assignments
+from gahp_blah.show_config import render
 from gahp_core import ConfigError
 from gahp_core.testing import GahpClient
 
@@ -106,6 +107,19 @@ def test_dot_d_in_name_order_then_user_config(env, tmp_path):
     )
 
 
+def test_dot_d_skips_what_is_not_a_file_and_refuses_too_many_files(env, tmp_path):
+    main = write(tmp_path / "blah.config", "slurm_binpath=/main\n")
+    d = tmp_path / "blah.config.d"
+    (d / "10-a-directory").mkdir(parents=True)
+    write(d / "20-file", "slurm_binpath=/d\n")
+    c = config({**env, "BLAHPD_CONFIG_LOCATION": str(main)})
+    assert c.files == (str(main), str(d / "20-file")) and slurm_bin(c) == "/d"
+    for n in range(256):  # 257 entries: over the limit
+        write(d / f"{n:03}", "")
+    with pytest.raises(ConfigError, match="blah.config.d holds more than 256 files"):
+        config({**env, "BLAHPD_CONFIG_LOCATION": str(main)})
+
+
 def test_a_toml_wins(env, tmp_path):
     main = write(tmp_path / "blah.config", "slurm_binpath=/from/blah\n")
     toml = write(tmp_path / "blahpd.toml", '[driver.slurm]\nbin_dir = "/from/toml"\n')
@@ -134,6 +148,8 @@ sge_rootpath=/opt/sge
 sge_cellname=$SGE_CELL
 sge_pe_policy=smp
 export SLURM_CONF=/etc/slurm/other.conf
+export CONDOR_CONFIG=/opt/pool/condor_config
+condor_binpath=/opt/pool/bin
 blah_libexec_directory=/opt/site
 local_submit_attributes_setup_args[0]=Walltime
 local_submit_attributes_setup_args[1]=Queue
@@ -147,6 +163,8 @@ blah_pass_all_submit_attributes=no
     assert d["lsf"] == {"lsf_envdir": "/opt/lsf/conf"}
     assert d["sge"] == {"sge_root": "/opt/sge", "sge_cell": "cell9", "parallel_environment": "smp"}
     assert d["slurm"] == {"slurm_conf": "/etc/slurm/other.conf"}
+    assert d["condor"] == {"condor_config": "/opt/pool/condor_config"}
+    assert "condor" in c.drivers
     assert c.drivers == tuple(sorted(c.drivers)) and "pbs" in c.drivers  # filters nothing
     assert c.supported_lrms == ("slurm",)
     site = c.site
@@ -175,6 +193,7 @@ blah_shared_directories=/
 blah_run_in_workdir=no
 blah_shared_directories=/home
 blah_require_proxy_on_submit=yes
+condor_expand_home_env=yes
 slurm_bin_path=/typo
 export SOME_SITE_VAR=1
 export LD_PRELOAD=/tmp/evil.so
@@ -182,11 +201,12 @@ export LD_PRELOAD=/tmp/evil.so
     )
     c = config({**env, "BLAHPD_CONFIG_LOCATION": str(main)})
     text = "\n".join(c.warnings)
-    assert len(c.warnings) == 5, text
+    assert len(c.warnings) == 6, text
     assert "line 9: blah_run_in_workdir=no: not honoured: jobs run in their Iwd" in text
     assert "line 10: blah_shared_directories=/home: not honoured" in text
     assert "blah_require_proxy_on_submit=yes: not honoured" in text
-    assert "line 12: slurm_bin_path=/typo: unknown key slurm_bin_path: ignored" in text
+    assert "condor_expand_home_env=yes: not honoured: $HOME in a condor job's" in text
+    assert "line 13: slurm_bin_path=/typo: unknown key slurm_bin_path: ignored" in text
     assert "export LD_PRELOAD=/tmp/evil.so: exported LD_PRELOAD is not passed on" in text
     assert c.exports == {"SOME_SITE_VAR": "1"}  # set in blahpd's environment, as sourced
 
@@ -321,6 +341,37 @@ def test_show_config_prints_each_setting_and_where_it_came_from(env, tmp_path):
     assert "supported_lrms (filters nothing, as in the C blahp) = slurm pbs" in lines
     assert any(ln.startswith("# WARNING: ") and "blah_run_in_workdir=no" in ln for ln in lines)
     assert "# ClassAd library: installed" in lines
+
+
+def test_show_config_sections_site_scripts_exports_and_warnings(env, tmp_path):
+    libexec = tmp_path / "libexec"
+    write(libexec / "slurm_local_submit_attributes.sh", "echo\n")
+    write(libexec / "pbs_local_submit_attributes.sh", "echo\n").chmod(0o666)
+    main = write(
+        tmp_path / "blah.config",
+        f"supported_lrms=slurm,pbs\nexport FOO=1\nblah_libexec_directory={libexec}\n"
+        "blah_run_in_workdir=no\n",
+    )
+    lines = list(render(config({**env, "BLAHPD_CONFIG_LOCATION": str(main)})))
+    heads = [line.split(" = ")[0].split(".")[0] for line in lines if " = " in line]
+    firsts = [
+        heads.index(h)
+        for h in (
+            "state_dir",
+            "supported_lrms (filters nothing, as in the C blahp)",
+            "default_gridtype",
+            "driver",
+            "site",
+            "site script for slurm",
+            "export FOO",
+        )
+    ]
+    assert firsts == sorted(firsts), heads
+    assert f"site script for slurm = {libexec}/slurm_local_submit_attributes.sh" in lines
+    refused = [line for line in lines if line.startswith("# pbs: site script")]
+    assert len(refused) == 1 and "may be changed by other users" in refused[0]
+    assert lines[lines.index("export FOO = 1") + 1] == f" # at: {main}, line 2: export FOO=1"
+    assert lines[-1].startswith("# WARNING: ") and "blah_run_in_workdir=no" in lines[-1]
 
 
 def test_show_config_of_a_bad_file_exits_non_zero(env, tmp_path):
@@ -483,3 +534,62 @@ def test_show_config_through_gahp_server(env, tmp_path):
     assert proc.returncode == 0, proc.stderr
     assert "driver.slurm.bin_dir = /opt/slurm/bin" in proc.stdout.splitlines()
     assert "$GahpVersion" not in proc.stdout
+
+
+def test_shell_declarations_defaults_and_what_is_skipped():
+    text = r"""declare -r a=1 b
+typeset c=x; readonly d=y
+export e
+e=later
+f[x]=bad
+g=${UNSET-dflt} h=${EMPTY-dflt} i=${EMPTY:-dflt} j=$1 k=${a#x} l=$$ m=$
+s=1 | echo 'two
+lines' "and \" two
+more" \
+still skipped (a backslash-newline joins the lines)
+n=(1 [5]=2 # comment
+ 3)
+o=`date` p="$(date) `id`"
+r=after
+q='unclosed
+"""
+    out = parse_assignments(text, "f", {"HOME": "/home/u", "EMPTY": ""})
+    v = {k: (a.value, a.line) for k, a in out.values.items()}
+    assert v == {
+        "a": ("1", 1),
+        "c": ("x", 2),
+        "d": ("y", 2),
+        "e": ("later", 4),
+        "g": ("dflt", 6),
+        "h": ("", 6),
+        "i": ("dflt", 6),
+        "j": ("$1", 6),
+        "k": ("${a#x}", 6),
+        "l": ("$$", 6),
+        "m": ("$", 6),
+        "n": (("1", "2", "3"), 11),
+        "o": ("`date`", 13),
+        "p": ("$(date) `id`", 13),
+        "r": ("after", 14),
+    }
+    assert out.values["e"].exported and "e" in out.exported
+    assert not out.values["a"].exported and not out.values["c"].exported
+    assert out.notes == [
+        "f, line 5: array index 'x' of f is not a number: skipped",
+        "f, line 6: $1 kept as text (not expanded)",
+        "f, line 6: ${a#x} kept as text (not expanded)",
+        "f, line 6: $$ kept as text (not expanded)",
+        "f, line 7: not an assignment: skipped (blah.config is read, never run)",
+        "f, line 13: command substitution `...` kept as text, not run",
+        "f, line 13: command substitution $(date) kept as text, not run",
+        "f, line 13: command substitution `...` kept as text, not run",
+        "f, line 15: not an assignment: skipped (blah.config is read, never run)",
+    ]
+
+
+def test_declare_x_exports_as_export_does():
+    """``declare -x``, ``typeset -rx`` export the name as the shell does; ``declare -r``
+    and ``readonly`` do not."""
+    text = "declare -x a=1\ntypeset -rx b=2\ndeclare -r c=3\nreadonly d=4\nexport e=5\n"
+    out = parse_assignments(text, "f", {})
+    assert {name for name, a in out.values.items() if a.exported} == {"a", "b", "e"}

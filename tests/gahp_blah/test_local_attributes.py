@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import tempfile
 import time
 
 import pytest
@@ -28,19 +29,39 @@ from gahp_lrms.sge import qsub_options, sge_script
         # what HTCondor-CE always sends
         ("CondorCE == 1", [("CondorCE", "1")]),
         # as the C blahp 25.0.13 writes them (observed with its -C file)
-        ("Walltime == 60 && Mem >= 2000 && Cores <= 8 && M2 > 3 && M3 < 4",
-         [("Walltime", "60"), ("Mem_Min", "2000"), ("Cores_Max", "8"), ("M2_Min", "3"),
-          ("M3_Max", "4")]),
+        (
+            "Walltime == 60 && Mem >= 2000 && Cores <= 8 && M2 > 3 && M3 < 4",
+            [
+                ("Walltime", "60"),
+                ("Mem_Min", "2000"),
+                ("Cores_Max", "8"),
+                ("M2_Min", "3"),
+                ("M3_Max", "4"),
+            ],
+        ),
         ('foo == "bar baz" && s == "a\\"b"', [("foo", '"bar baz"'), ("s", '"a\\"b"')]),
-        ("5 == five && 5 >= a && 6 < b && other =?= 7", [("five", "5"), ("a_Max", "5"),
-                                                          ("b_Min", "6"), ("other", "7")]),
-        ("d == -1 && (x == 1 || y == 2) && !(g == 1)",
-         [("d", "-1"), ("x", "1"), ("y", "2"), ("g", "1")]),
+        (
+            "5 == five && 5 >= a && 6 < b && other =?= 7",
+            [("five", "5"), ("a_Max", "5"), ("b_Min", "6"), ("other", "7")],
+        ),
+        (
+            "d == -1 && (x == 1 || y == 2) && !(g == 1)",
+            [("d", "-1"), ("x", "1"), ("y", "2"), ("g", "1")],
+        ),
         # nothing from these
-        ("r == 1.5 && t == true && u == undefined && c != 3 && h =!= 2 && e == other_attr"
-         " && i == 1 + 2 && l == {1, 2}", []),
+        (
+            "r == 1.5 && t == true && u == undefined && c != 3 && h =!= 2 && e == other_attr"
+            " && i == 1 + 2 && l == {1, 2}",
+            [],
+        ),
         ("dup == 1 && dup == 2", [("dup", "1"), ("dup", "2")]),
         ("MY.m == 3 && member(k == 4, {}) && z is 5", [("m", "3"), ("k", "4"), ("z", "5")]),
+        # records, selections, quoted names, indexes and calls are looked through, never named
+        (
+            "[a = b == 1; c = 2].a == 1 && 'q' == 3 && TARGET.t >= 4 && l[0] == 5 && f() == 6"
+            " && h == 0x1F",
+            [("b", "1"), ("t_Min", "4"), ("h", "31")],
+        ),
         ("", []),
     ],
 )
@@ -51,11 +72,14 @@ def test_unwind_like_the_c_blahp(expression, expected):
 def test_unwind_refuses_garbage_clearly():
     with pytest.raises(LocalAttributesError, match="CERequirements"):
         unwind("a == (1")
+    with pytest.raises(LocalAttributesError, match="unexpected ']'"):
+        unwind("a == ]")
 
 
 def test_shell_variables_are_quoted_and_reserved_names_left_out():
-    lines = shell_variables([("a", "1"), ("q", "it's $(x)"), ("PATH", "/x"), ("BASH_ENV", "/y"),
-                             ("LD_PRELOAD", "z")])
+    lines = shell_variables(
+        [("a", "1"), ("q", "it's $(x)"), ("PATH", "/x"), ("BASH_ENV", "/y"), ("LD_PRELOAD", "z")]
+    )
     assert lines == ["a='1'", "q='it'\"'\"'s $(x)'"]
 
 
@@ -66,12 +90,15 @@ def _site_script(tmp_path, body: str, lrms: str = "slurm"):
 
 
 def test_hook_gets_the_variables_and_its_output_becomes_directives(tmp_path):
-    script = _site_script(tmp_path, (
-        'echo "#SBATCH --comment=$CondorCE.$Mem_Min.$blah_opt_mpinodes.$(pwd)"\n'
-        '[ -z "$(printenv CondorCE)" ] && echo "# not exported, as with the C blahp"\n'
-        'echo "#SBATCH --x=$q"\n'
-        "echo\n"
-    ))
+    script = _site_script(
+        tmp_path,
+        (
+            'echo "#SBATCH --comment=$CondorCE.$Mem_Min.$blah_opt_mpinodes.$(pwd)"\n'
+            '[ -z "$(printenv CondorCE)" ] && echo "# not exported, as with the C blahp"\n'
+            'echo "#SBATCH --x=$q"\n'
+            "echo\n"
+        ),
+    )
     assert hook_script(tmp_path, "slurm") == script
     assert hook_script(tmp_path, "pbs") is None
     assert hook_script(None, "slurm") is None
@@ -101,11 +128,28 @@ def test_hanging_hook_is_killed_with_its_children(tmp_path):
     assert time.monotonic() - start < 5
 
 
+def test_hook_file_is_written_in_gahp_temp_and_removed(tmp_path, monkeypatch):
+    script = _site_script(tmp_path, 'echo "$0"\necho "$PWD"\n')
+    temp = tmp_path / "temp"
+    temp.mkdir()
+    monkeypatch.setenv("GAHP_TEMP", str(temp))
+    monkeypatch.chdir(tmp_path)
+    hook_file, cwd = run_hook(script, [], cwd=str(tmp_path / "missing"), timeout=10)
+    assert hook_file.startswith(f"{temp}/blahpd-attributes-") and hook_file.endswith(".sh")
+    assert cwd == str(tmp_path)  # a working directory that does not exist: blahpd's own
+    assert list(temp.iterdir()) == []
+    monkeypatch.setenv("GAHP_TEMP", str(tmp_path / "not-a-directory"))
+    hook_file, _ = run_hook(script, [], timeout=10)
+    assert hook_file.startswith(f"{tempfile.gettempdir()}/blahpd-attributes-")
+
+
 def test_site_config(tmp_path):
     conf = tmp_path / "blahpd.toml"
-    conf.write_text('[site]\nlocal_submit_attributes_dir = "/etc/blahp"\n'
-                    'local_submit_attributes_timeout = 5\n'
-                    'local_submit_attributes_setup_args = "A B"\n')
+    conf.write_text(
+        '[site]\nlocal_submit_attributes_dir = "/etc/blahp"\n'
+        "local_submit_attributes_timeout = 5\n"
+        'local_submit_attributes_setup_args = "A B"\n'
+    )
     site = load_config(argparse.Namespace(config=str(conf), state_dir=str(tmp_path))).site
     assert str(site.local_submit_attributes_dir) == "/etc/blahp"
     assert site.local_submit_attributes_timeout == 5
@@ -147,8 +191,12 @@ def test_sge_directives_only_from_the_site():
     user = JobSpec("/bin/true", arguments=["x\n#$ -l h_rt=1"], environment={"E": "\n#$ -q evil"})
     script, prefix = sge_script(user)
     assert prefix == "" and qsub_options(user)[1:3] == ["-C", ""]
-    site = JobSpec(user.executable, user.arguments, user.environment,
-                   directives=["#$ -l h_rt=600", "# a comment"])
+    site = JobSpec(
+        user.executable,
+        user.arguments,
+        user.environment,
+        directives=["#$ -l h_rt=600", "# a comment"],
+    )
     script, prefix = sge_script(site)
     assert prefix.startswith("#gahp") and len(prefix) == 21
     assert qsub_options(site, directive_prefix=prefix)[1:3] == ["-C", prefix]

@@ -29,6 +29,9 @@ def test_v1_args_and_env_and_default_gridtype():
     ad = parse_submit_ad('[ Cmd = "/bin/true"; Args = "x y"; Env = "A=1;B=2" ]', "fork")
     assert ad.gridtype == "fork" and ad.spec.arguments == ("x", "y")
     assert dict(ad.spec.environment) == {"A": "1", "B": "2"}
+    # the ad's own gridtype wins (lower-cased); an empty one is not one
+    assert parse_submit_ad('[ Cmd = "/bin/true"; gridtype = "SLURM" ]', "fork").gridtype == "slurm"
+    assert parse_submit_ad('[ Cmd = "/bin/true"; gridtype = "" ]', "fork").gridtype == "fork"
 
 
 @pytest.mark.parametrize(
@@ -64,12 +67,24 @@ def test_job_ids():
     jid = make_job_id("slurm", "12345")
     assert parse_job_id(str(jid)) == jid and str(jid).startswith("slurm/")
     # the C blahp's ids: the same form, but Grid Engine's date is a timestamp
-    for theirs in ["slurm/20261124/2529", "pbs/20261124/3001", "lsf/20261124/3",
-                   "sge/20261124171737/2"]:
+    for theirs in [
+        "slurm/20261124/2529",
+        "pbs/20261124/3001",
+        "lsf/20261124/3",
+        "sge/20261124171737/2",
+    ]:
         assert str(parse_job_id(theirs)) == theirs
     assert parse_job_id("sge/20261124171737/2").native == "2"
-    for bad in ["", "slurm/1/2", "slurm//1", "Slurm/20240101/1", "fork/20240101/a b", "x",
-                "sge/2026112417173/2", "sge/202611241717370/2"]:
+    for bad in [
+        "",
+        "slurm/1/2",
+        "slurm//1",
+        "Slurm/20240101/1",
+        "fork/20240101/a b",
+        "x",
+        "sge/2026112417173/2",
+        "sge/202611241717370/2",
+    ]:
         with pytest.raises(BadJobId):
             parse_job_id(bad)
 

@@ -8,14 +8,15 @@ import gzip
 import io
 import sys
 import tarfile
+import time
 import zipfile
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from gahp_boinc import Job, NoOutput, SyncBoincClient
-from gahp_boinc._rpc import RpcError, gunzip_in_place
+from gahp_boinc import Job, NoOutput, RpcError, SyncBoincClient
+from gahp_boinc._rpc import gunzip_in_place  # private: unit test of the RPC layer
 from gahp_boinc.emulator import EmulatorServer
 from gahp_core.testing import GahpClient
 
@@ -68,7 +69,12 @@ def test_boinc_gahp_fetches_a_collected_output(emu, tmp_path):
 
 def test_a_missing_collected_output_is_an_error_not_an_empty_file(emu, tmp_path):
     with _run(emu, tmp_path, "collect", "bc3") as c:
-        for f in (emu.project.store.results_dir).rglob("bc3_0__file_out"):
+        # the assimilator moves the output just after the job is DONE: wait for it to land
+        deadline = time.monotonic() + 30
+        while not (found := list(emu.project.store.results_dir.rglob("bc3_0__file_out"))):
+            assert time.monotonic() < deadline, "the collected output never appeared"
+            time.sleep(0.05)
+        for f in found:
             f.unlink()
         with pytest.raises(NoOutput, match="no such file"):
             c.get_output("bc3_0", 0, tmp_path / "out")

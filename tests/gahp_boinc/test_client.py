@@ -174,8 +174,7 @@ def test_the_low_level_rpcs_compose_into_a_submission(emu, tmp_path):
     batch = _name("manual")
 
     async def run() -> dict[str, str]:
-        from gahp_boinc._rpc import JobInput
-        from gahp_boinc._staging import md5_file, physical_name
+        from gahp_boinc import JobInput, md5_file, physical_name
 
         async with BoincClient(emu.url, emu.authenticator) as c:
             templates = await c.get_templates("uppercase")
@@ -185,11 +184,14 @@ def test_the_low_level_rpcs_compose_into_a_submission(emu, tmp_path):
             assert await c.query_files([phys], batch_id) == [0]
             await c.upload_files(batch_id, [(phys, src)])
             assert await c.query_files([phys]) == []
-            await c.submit_batch(
-                batch_id,
-                "uppercase",
-                [JobInput(f"{batch}-0", "--repeat 1", (phys,))],
-                JobParams(delay_bound=3600),
+            assert (
+                await c.submit_batch(
+                    batch_id,
+                    "uppercase",
+                    [JobInput(f"{batch}-0", "--repeat 1", (phys,))],
+                    JobParams(delay_bound=3600),
+                )
+                == batch_id
             )
             states = await c.wait(batch, interval=0.1, timeout=60)
             dest = tmp_path / "fetched"
@@ -417,3 +419,39 @@ def test_closing_cancels_the_calls_still_waiting(emu, other_loop):
     assert not caller.is_alive(), "the call still waits for the project"
     (exc,) = outcome
     assert isinstance(exc, BoincError) and "closing" in str(exc), exc
+
+
+def test_batches_are_addressed_by_id_where_names_repeat(paused, tmp_path):
+    """Two batches of one name: the name reaches the oldest, the id the one meant (query,
+    lease, abort, retire)."""
+    (src,) = _inputs(tmp_path, "twice\n")
+    first = paused.submit("same-name", "uppercase", [Job("sn-1", inputs=[src])]).batch_id
+    second = paused.submit("same-name", "uppercase", [Job("sn-2", inputs=[src])]).batch_id
+    assert first != second
+    assert paused.query_batch("same-name").batch.id == first
+    assert [j.name for j in paused.query_batch(second).jobs] == ["sn-2"]
+    paused.set_expire_time(second, 2e9)
+    assert paused.query_batch(second).batch.expire_time == 2e9
+    assert paused.query_batch(first).batch.expire_time != 2e9
+    paused.abort_batch(second)
+    assert paused.query_batch(second).batch.state_name == "aborted"
+    assert paused.query_batch(first).batch.state_name == "in_progress"
+    paused.retire(second)
+    assert second not in [b.id for b in paused.query_batches()]
+    assert first in [b.id for b in paused.query_batches()]
+
+
+def test_a_download_over_the_cap_is_refused_and_nothing_is_kept(emu, tmp_path):
+    (src,) = _inputs(tmp_path, "a little more than ten bytes\n")
+    batch = _name("cap")
+    with SyncBoincClient(emu.url, emu.authenticator, max_download_bytes=10) as c:
+        c.submit(batch, "uppercase", [Job(f"{batch}-0", inputs=[src])])
+        c.wait(batch, interval=0.1, timeout=60)
+        dest = tmp_path / "capped"
+        with pytest.raises(RpcError, match="over 10"):
+            c.get_output(f"{batch}-0", 0, dest)
+        with pytest.raises(RpcError, match="over 10"):
+            c.get_batch_outputs(batch, tmp_path / "batch.zip")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["input0.txt"]
+    with pytest.raises(ValueError):
+        BoincClient(emu.url, emu.authenticator, max_download_bytes=0)

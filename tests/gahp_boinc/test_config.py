@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from test_tls_ca_bundle import https_project, private_ca  # noqa: F401 - fixtures
 
-from gahp_boinc._config import load_config
+from gahp_boinc._config import load_config  # private: unit test of the config loader
 from gahp_core import ConfigError
 from gahp_core.testing import GahpClient
 from gahp_lrms import DriverError, get_driver

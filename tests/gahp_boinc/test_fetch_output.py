@@ -11,9 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from gahp_boinc._errors import OutputError
-from gahp_boinc._outputs import FetchRequest, fetch_output
-from gahp_boinc._rpc import CompletedJob, Project, Templates
+from gahp_boinc import CompletedJob, FetchRequest, OutputError, Project, Templates
+from gahp_boinc._outputs import fetch_output  # private: unit test of output fetching
 
 PROJECT = Project("http://127.0.0.1:1/p/", "auth")
 

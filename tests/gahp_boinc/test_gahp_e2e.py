@@ -373,3 +373,32 @@ def test_lease_and_retire_change_the_batch_on_the_project(gahp, emulator, inputs
     assert emulator.store.batch_by_name("l")["state"] == 4  # retired
     res = gahp.call("BOINC_SET_LEASE", "nosuch", str(lease))
     assert len(res) == 1 and res[0] != "NULL" and "batch" in res[0], res  # the project's error
+
+
+def test_submit_options_after_the_six_job_parameters(gahp, emulator, inputs):
+    """BOINC_SUBMIT's NAME=VALUE extension: a quorum for every job of the batch reaches the
+    jobs' own input templates; unknown, repeated or malformed options are refused."""
+    select(gahp, emulator)
+    jobs = [("q#1.0", [], [inputs["a.txt"]])]
+    args = submit_args("q", "uppercase", jobs)
+    res = gahp.call("BOINC_SUBMIT", *args, "priority=4", "min_quorum=2", "target_nresults=2")
+    assert res == ["NULL"], res
+    assert set(wait_status(gahp, "q", {"DONE", "ERROR"}).values()) == {"DONE"}
+    store = emulator.project.store
+    row = store.one("SELECT id, min_quorum, target_nresults FROM workunit WHERE name='q#1.0'")
+    assert row is not None and (row["min_quorum"], row["target_nresults"]) == (2, 2)
+    assert len(store.all("SELECT id FROM result WHERE workunit_id=?", row["id"])) == 2
+    no_params = submit_args("q2", "uppercase", [("q2#1.0", [], [inputs["a.txt"]])], False)
+    assert gahp.call("BOINC_SUBMIT", *no_params, "target_user=0") == ["NULL"]
+    for extra, why in [
+        (["colour=3"], "unknown"),
+        (["priority=1", "priority=2"], "twice"),
+        (["priority=high"], "not an integer"),
+        (["priority=\u00b2"], "not an integer"),
+        (["min_quorum=3", "target_nresults=2"], "min_quorum"),
+        (["allocation_priority=2"], "0 or 1"),
+    ]:
+        res = gahp.command("BOINC_SUBMIT", "7", *submit_args("bad", "uppercase", jobs), *extra)
+        assert res[0] == "E" and why in res[1], (extra, res)
+    res = gahp.command("BOINC_SUBMIT", "8", *args[:-1], "priority=1")  # 5 parameters + option
+    assert res[0] == "E" and "0 or 6" in res[1], res

@@ -13,9 +13,16 @@ from pathlib import Path
 
 import pytest
 
-from gahp_boinc import ArchiveLimits, FetchRequest, OutputError, UnsafeOutput
-from gahp_boinc._outputs import fetch_output
-from gahp_boinc._rpc import CompletedJob, Project, Templates
+from gahp_boinc import (
+    ArchiveLimits,
+    CompletedJob,
+    FetchRequest,
+    OutputError,
+    Project,
+    Templates,
+    UnsafeOutput,
+)
+from gahp_boinc._outputs import fetch_output  # private: unit test of output fetching
 
 PROJECT = Project("http://127.0.0.1:1/p/", "auth")
 MiB = 1 << 20

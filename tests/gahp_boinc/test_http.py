@@ -9,7 +9,7 @@ from collections.abc import Awaitable, Callable
 
 import pytest
 
-from gahp_boinc._http import (
+from gahp_boinc._http import (  # private: unit test of the HTTP transport
     ERROR_BODY,
     HttpTimeout,
     HttpTooLarge,
@@ -17,7 +17,9 @@ from gahp_boinc._http import (
     PlainHttp,
     Slots,
 )
-from gahp_boinc._rpc import BoincRpc
+from gahp_boinc._route import RoutedTransport  # private: unit test of the transport routing
+from gahp_boinc._rpc import BoincRpc  # private: unit test of the RPC layer
+from gahp_boinc._transport import MAX_BYTES_PER_UPLOAD  # private: unit test of the transport
 
 Handler = Callable[[asyncio.StreamReader, asyncio.StreamWriter], Awaitable[None]]
 
@@ -174,13 +176,16 @@ def test_timeouts_and_a_refused_connection() -> None:
 def test_rpc_uses_httpx_for_tls_proxies_and_a_given_client(monkeypatch) -> None:
     for var in ("http_proxy", "HTTP_PROXY", "all_proxy", "ALL_PROXY"):
         monkeypatch.delenv(var, raising=False)
-    rpc = BoincRpc()
-    assert rpc._plain_for("http://h/p/x.php") is rpc.plain is not None
-    assert rpc._plain_for("https://h/p/x.php") is None
-    assert rpc._plain_for("http://h/p q/x.php") is None
-    assert BoincRpc(BoincRpc.make_client(5))._plain_for("http://h/p/x.php") is None
+    routed = RoutedTransport()
+    assert routed.uses_lean_client("http://h/p/x.php")
+    assert routed.uses_lean_client("http://h/p/x.php", upload_bytes=MAX_BYTES_PER_UPLOAD)
+    assert not routed.uses_lean_client("http://h/p/x.php", upload_bytes=MAX_BYTES_PER_UPLOAD + 1)
+    assert not routed.uses_lean_client("https://h/p/x.php")
+    assert not routed.uses_lean_client("http://h/p q/x.php")
+    assert not RoutedTransport(BoincRpc.make_client(5)).uses_lean_client("http://h/p/x.php")
+    assert isinstance(BoincRpc().transport, RoutedTransport)
     monkeypatch.setenv("HTTP_PROXY", "http://proxy:3128")
-    assert BoincRpc()._plain_for("http://h/p/x.php") is None
+    assert not RoutedTransport().uses_lean_client("http://h/p/x.php")
 
 
 def test_an_error_body_is_read_to_4_kib_and_its_connection_closed() -> None:

@@ -6,8 +6,12 @@ import asyncio
 
 import pytest
 
-from gahp_boinc._replies import RpcError, parse_query_batch2, parse_query_batch_jobs
-from gahp_boinc._rpc import BoincRpc, Project
+from gahp_boinc import Project, RpcError
+from gahp_boinc._replies import (  # private: unit test of the reply parsers
+    parse_query_batch2,
+    parse_query_batch_jobs,
+)
+from gahp_boinc._rpc import BoincRpc  # private: unit test of the RPC layer
 from gahp_boinc.emulator import EmulatorServer
 
 DECL = b'<?xml version="1.0" encoding="ISO-8859-1" ?>\n'
@@ -68,8 +72,9 @@ def test_top_level_error_is_an_rpc_error():
 def test_details_of_a_failed_job_from_the_emulator(tmp_path):
     """The emulator's query_completed_job fails like PHP 8's; query_batch still has the
     failed instance's exit status."""
-    from gahp_boinc._staging import Md5Cache
-    from gahp_boinc._submit import BoincJob, SubmitRequest, SubmitState, submit
+    from gahp_boinc import BoincJob, SubmitRequest
+    from gahp_boinc._staging import Md5Cache  # private: unit test of staging
+    from gahp_boinc._submit import SubmitState, submit  # private: unit test of submission
 
     (tmp_path / "in.txt").write_text("an input longer than thirty characters\n")
     with EmulatorServer(state_dir=tmp_path / "emu", port=0, job_delay=0.05) as emu:

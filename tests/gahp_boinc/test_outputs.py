@@ -1,6 +1,6 @@
 """Which BOINC_FETCH_OUTPUT pairs are HTCondor's own stdout/stderr pairs."""
 
-from gahp_boinc._outputs import stdio_pairs
+from gahp_boinc._outputs import stdio_pairs  # private: unit test of output fetching
 
 
 def test_out_and_err_pairs_appended_by_htcondor9():

@@ -6,10 +6,10 @@ from xml.parsers.expat import ExpatError
 import pytest
 import xmltodict
 
-from gahp_boinc._replies import (
+from gahp_boinc import RpcError
+from gahp_boinc._replies import (  # private: unit test of the reply parsers
     _DECL,
     _LISTS,
-    RpcError,
     clean_stderr,
     decode_text,
     parse_query_batch2,
@@ -117,8 +117,9 @@ def test_latin1_declared_utf8_text_is_read_as_utf8():
 
 
 PLAIN_REPLIES = [
-    *sorted(p.read_bytes() for p in (
-        Path(__file__).parent / "emulator" / "fixtures").glob("*.body")),
+    *sorted(
+        p.read_bytes() for p in (Path(__file__).parent / "emulator" / "fixtures").glob("*.body")
+    ),
     b"<query_completed_job>\n<completed_job>\n  <exit_status>0</exit_status>\n"
     b"  <elapsed_time>1.5</elapsed_time>\n  <stderr_out><![CDATA[<core_client_version>"
     b"8.0</core_client_version>\n&lt;stderr&gt;]]></stderr_out>\n  <error_mask/>\n"
@@ -191,15 +192,15 @@ QB2_NOT_PLAIN = [
 
 @pytest.mark.parametrize("body", QB2_PLAIN)
 def test_plain_query_batch2_reads_as_the_tolerant_parser(body: bytes) -> None:
-    from gahp_boinc._rpc import _plain_query_batch2
+    from gahp_boinc._replies import plain_query_batch2  # private: unit test of the reply parsers
 
-    fast = _plain_query_batch2(body)
+    fast = plain_query_batch2(body)
     assert fast is not None, "a plain reply left to the tolerant parser"
     assert fast == parse_query_batch2(body)
 
 
 @pytest.mark.parametrize("body", QB2_NOT_PLAIN)
 def test_plain_query_batch2_leaves_the_unusual_to_the_tolerant_parser(body: bytes) -> None:
-    from gahp_boinc._rpc import _plain_query_batch2
+    from gahp_boinc._replies import plain_query_batch2  # private: unit test of the reply parsers
 
-    assert _plain_query_batch2(body) is None
+    assert plain_query_batch2(body) is None

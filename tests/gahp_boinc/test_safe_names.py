@@ -7,7 +7,10 @@ import os
 import pytest
 
 from gahp_boinc import OutputError, UnsafeOutput, check_output_name, open_inside
-from gahp_boinc._safe_names import check_member_path, inside
+from gahp_boinc._safe_names import (  # private: unit test of the name checks
+    check_member_path,
+    inside,
+)
 
 HOSTILE_NAMES = [
     ("", "empty"),

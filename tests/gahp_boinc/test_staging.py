@@ -2,14 +2,8 @@ import hashlib
 
 import pytest
 
-from gahp_boinc._staging import (
-    Md5Cache,
-    StagingError,
-    check_input,
-    command_line,
-    md5_file,
-    physical_name,
-)
+from gahp_boinc import StagingError, md5_file, physical_name
+from gahp_boinc._staging import Md5Cache, check_input, command_line  # private: unit test of staging
 
 
 def test_physical_names():

@@ -9,10 +9,9 @@ from typing import Any
 
 import pytest
 
-from gahp_boinc._errors import RpcError, StagingError
-from gahp_boinc._rpc import Project, Templates
-from gahp_boinc._staging import Md5Cache
-from gahp_boinc._submit import BoincJob, SubmitRequest, SubmitState, submit
+from gahp_boinc import BoincJob, Project, RpcError, StagingError, SubmitRequest, Templates
+from gahp_boinc._staging import Md5Cache  # private: unit test of staging
+from gahp_boinc._submit import SubmitState, submit  # private: unit test of submission
 
 PROJECT = Project("http://127.0.0.1:1/p/", "auth")
 

@@ -20,8 +20,8 @@ from gahp_boinc import (
     SyncBoincClient,
     check_job,
 )
-from gahp_boinc._errors import rpc_error
-from gahp_boinc._replies import top_level_error
+from gahp_boinc._errors import rpc_error  # private: unit test of error mapping
+from gahp_boinc._replies import top_level_error  # private: unit test of the reply parsers
 from gahp_boinc.emulator import EmulatorServer
 
 # The error messages of a real BOINC 8.3 server (submit_rpc_handler.php, job_file.php,
@@ -157,7 +157,7 @@ def test_check_job_refuses_what_submit_would(tmp_path):
 def test_reply_fields_of_batches_and_failed_jobs_are_kept(tmp_path):
     """est_completion_time and credit_estimate (query_batches, query_batch) and a failed
     job's error_resultid (query_completed_job of a server that answers it) are typed."""
-    from gahp_boinc._rpc import BatchInfo
+    from gahp_boinc import BatchInfo
 
     info = BatchInfo.from_reply(
         {"id": "4", "name": "b", "est_completion_time": "1790000000.5", "credit_estimate": "12.5"}

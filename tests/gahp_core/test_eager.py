@@ -1,7 +1,9 @@
 """Eager start of coroutine handlers: deterministic, on a private event loop.
 
-The runtime starts handlers from the input callback, outside any task; so do these
-tests (``call_soon``), except the one about being called from inside a task.
+The runtime hands each chunk of input to :meth:`EagerStarter.call` from the input callback,
+outside any task; so do these tests (``call_soon``), except the one about being called from
+inside a task. Every test runs on the public-API path of Python 3.11 (a dispatcher task) and,
+where there is one, on the standard eager task factory.
 """
 
 import asyncio
@@ -9,7 +11,16 @@ import contextvars
 
 import pytest
 
-from gahp_core._eager import EagerStarter
+from gahp_core import _eager  # private: the module under test
+from gahp_core._eager import EagerStarter  # private: white-box test of eager tasks
+
+MODES = [False] + ([True] if hasattr(asyncio, "eager_task_factory") else [])
+
+
+@pytest.fixture(autouse=True, params=MODES, ids=lambda native: "native" if native else "dispatcher")
+def _mode(request, monkeypatch):
+    monkeypatch.setattr(_eager, "_NATIVE", request.param)
+
 
 VAR: contextvars.ContextVar[str] = contextvars.ContextVar("VAR", default="caller")
 
@@ -20,7 +31,10 @@ async def eager(coro) -> tuple[asyncio.Task | None, list]:
     got: list = []
     started = loop.create_future()
     starter = EagerStarter(loop)
-    loop.call_soon(lambda: started.set_result(starter.start(coro, lambda v, e: got.append((v, e)))))
+    loop.call_soon(
+        starter.call,
+        lambda: started.set_result(starter.start(coro, lambda v, e: got.append((v, e)))),
+    )
     task = await started
     starter.close()  # its idle host, if the coroutine did not keep it
     return task, got
@@ -157,7 +171,9 @@ def test_called_from_a_task_it_starts_an_ordinary_task():
 async def start_from_callback(starter: EagerStarter, coro, got: list):
     loop = asyncio.get_running_loop()
     started = loop.create_future()
-    loop.call_soon(lambda: started.set_result(starter.start(coro, lambda v, e: got.append(v))))
+    loop.call_soon(
+        starter.call, lambda: started.set_result(starter.start(coro, lambda v, e: got.append(v)))
+    )
     return await started
 
 
@@ -216,7 +232,7 @@ def test_a_coroutine_that_cancels_its_task_does_not_spoil_the_next():
             first = starter.start(rude(), lambda v, e: got.append(v))
             both.set_result((first, starter.start(polite(), lambda v, e: got.append(v))))
 
-        loop.call_soon(start_both)
+        loop.call_soon(starter.call, start_both)
         first, task = await both
         assert first is None
         await asyncio.sleep(0)

@@ -4,7 +4,7 @@ import os
 import pytest
 
 from gahp_core import REDACTOR
-from gahp_core._logs import setup_logging
+from gahp_core._logs import setup_logging  # private: white-box test of logging
 
 
 def test_secrets_are_redacted_in_log_files(tmp_path):

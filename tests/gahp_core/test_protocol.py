@@ -3,7 +3,7 @@ import datetime as dt
 import pytest
 
 from gahp_core import Request, Version, format_return, parse_banner, parse_reqid, parse_request
-from gahp_core._protocol import format_raw
+from gahp_core._protocol import format_raw  # private: white-box test of format_raw
 
 
 def test_parse_request_upper_cases_only_the_command():

@@ -30,8 +30,11 @@ def test_a_handler_that_never_waits_has_its_r_after_its_s():
     assert out == [b"S", b"S", b"R", b"S 1", b"1 NULL x", b"S"]
 
 
-def test_a_handler_starts_before_the_next_request_and_keeps_its_task():
-    seen = []
+def test_handlers_start_in_request_order_and_keep_their_tasks():
+    """Requests of one chunk of input: each handler's first step runs in request order
+    (a synchronous command's in the worker pool), and every handler goes on in the task its
+    first step ran in (what ``asyncio.timeout`` in a first line needs)."""
+    seen: list = []
 
     async def record(args):
         first = asyncio.current_task()
@@ -44,10 +47,31 @@ def test_a_handler_starts_before_the_next_request_and_keeps_its_task():
         seen.append("sync")
         return ()
 
-    cmds = [Command("REC", record), Command("MARK", mark, asynchronous=False)]
-    out = serve(cmds, b"REC 1 a\nMARK\nREC 2 b\nRESULTS\nQUIT\n")
-    assert out == [b"S", b"S", b"S", b"S 0", b"S"]  # neither result is in before RESULTS
-    assert seen == ["a", "sync", "b", ("a", True), ("b", True)]
+    async def main() -> list[bytes]:
+        loop = asyncio.get_running_loop()
+        server = GahpServer(Version("1.0.0", "test"), GahpDialect(), ServerOptions())
+        server.add_commands([Command("REC", record), Command("MARK", mark, asynchronous=False)])
+        out: list[bytes] = []
+        serving = asyncio.create_task(server.serve_in_memory(out.append))
+        await asyncio.sleep(0)
+        loop.call_soon(server.feed, b"REC 1 a\nMARK\nREC 2 b\nREC 3 c\nRESULTS\n")
+        deadline = loop.time() + 30
+        while len(seen) < 7 and loop.time() < deadline:
+            await asyncio.sleep(0.01)
+        loop.call_soon(server.feed, b"QUIT\n")
+        await serving
+        return b"".join(out).splitlines()[1:]
+
+    out = asyncio.run(main())
+    assert out == [b"S", b"S", b"S", b"S", b"S 0", b"S"]  # no result is in before RESULTS
+    firsts = [step for step in seen if isinstance(step, str) and step != "sync"]
+    assert firsts == ["a", "b", "c"]
+    assert sorted(step for step in seen if isinstance(step, tuple)) == [
+        ("a", True),
+        ("b", True),
+        ("c", True),
+    ]
+    assert "sync" in seen
 
 
 class Backend:

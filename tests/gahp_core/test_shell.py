@@ -15,7 +15,14 @@ from pathlib import Path
 import pytest
 
 from gahp_core import join
-from gahp_core._shell import RequestIds, build_request, describe_exit, main, quote_field, readable
+from gahp_core._shell import (  # private: gahp-shell's helpers as units
+    RequestIds,
+    build_request,
+    describe_exit,
+    main,
+    quote_field,
+    readable,
+)
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "docs" / "examples"

@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from live_services import LSF_USER, lsf_job_user, unavailable
+from live_services import LSF_USER, lsf_job_user, pool_job_dir, unavailable
 
 from gahp_core.testing import wait_for
 from gahp_lrms import Driver, JobInfo, JobSpec, JobStatus, get_driver
@@ -368,3 +368,35 @@ def lsf_mkdir(path: Path) -> Path:
 @pytest.fixture
 def lsf_driver(lsf_config: dict[str, str], tmp_path: Path) -> Iterator[SyncDriver]:
     yield from _tracked(sync_driver("lsf", lsf_config, tmp_path / "state"))
+
+
+# ---------------------------------------------------------------------- HTCondor pool
+@pytest.fixture(scope="session")
+def condor_config(htcondor_pool_env: dict[str, str] | None) -> dict[str, object]:
+    """Driver config for the one-machine HTCondor pool (``bash .ci/htcondor-pool-up.sh``);
+    skips when it does not answer, or fails when ``GAHP_REQUIRE_HTCONDOR_POOL=1`` (CI)."""
+    if htcondor_pool_env is None:
+        unavailable(
+            "GAHP_REQUIRE_HTCONDOR_POOL",
+            "the HTCondor pool is not reachable (start it with `bash .ci/htcondor-pool-up.sh`)",
+        )
+    return {
+        "condor_config": htcondor_pool_env["CONDOR_CONFIG"],
+        "status_interval": LIVE_STATUS_INTERVAL,
+    }
+
+
+@pytest.fixture
+def condor_job_dir(
+    condor_config: dict[str, object], htcondor_pool_env: dict[str, str]
+) -> Iterator[Path]:
+    path = pool_job_dir(htcondor_pool_env)
+    yield path
+    shutil.rmtree(path, ignore_errors=True)
+
+
+@pytest.fixture
+def condor_driver(condor_config: dict[str, str], tmp_path: Path) -> Iterator[SyncDriver]:
+    driver = sync_driver("condor", condor_config, tmp_path / "state")
+    yield from _tracked(driver)
+    driver.close()

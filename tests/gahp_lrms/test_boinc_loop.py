@@ -8,7 +8,7 @@ import asyncio
 import pytest
 
 from gahp_lrms import DriverError
-from gahp_lrms._boinc_loop import KeyedLock, Tasks
+from gahp_lrms._boinc_loop import KeyedLock, Tasks  # private: boinc driver internals as units
 
 
 async def let_others_run() -> None:

@@ -7,8 +7,13 @@ import pytest
 
 from gahp_boinc import CompletedJob, JobDetail, UnsafeOutput
 from gahp_lrms import JobInfo, JobStatus
-from gahp_lrms._boinc_outcome import deliver_outputs, describe_failure, record_answer, write_err
-from gahp_lrms._boinc_store import JobRecord, JobState
+from gahp_lrms._boinc_outcome import (  # private: boinc driver internals as units
+    deliver_outputs,
+    describe_failure,
+    record_answer,
+    write_err,
+)
+from gahp_lrms._boinc_store import JobRecord, JobState  # private: boinc driver internals as units
 
 
 def rec(**kw: object) -> JobRecord:

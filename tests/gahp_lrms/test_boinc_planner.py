@@ -8,8 +8,11 @@ import itertools
 import pytest
 
 from gahp_boinc import Project
-from gahp_lrms._boinc_planner import BatchPlanner, GroupKey
-from gahp_lrms._boinc_store import JobRecord
+from gahp_lrms._boinc_planner import (  # private: boinc driver internals as units
+    BatchPlanner,
+    GroupKey,
+)
+from gahp_lrms._boinc_store import JobRecord  # private: boinc driver internals as units
 
 PROJECT = Project(url="http://boinc.example/p/", authenticator="a" * 32)
 KEY = GroupKey(PROJECT.url, "/auth", "uppercase")

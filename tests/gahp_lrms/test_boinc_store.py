@@ -9,7 +9,12 @@ import json
 import pytest
 
 from gahp_lrms import DriverError, JobInfo, JobStatus
-from gahp_lrms._boinc_store import BatchRecord, JobRecord, JobState, JobStore
+from gahp_lrms._boinc_store import (  # private: boinc driver internals as units
+    BatchRecord,
+    JobRecord,
+    JobState,
+    JobStore,
+)
 
 # As the threaded driver (before the asyncio rewrite) wrote them.
 OLD_QUEUED = {

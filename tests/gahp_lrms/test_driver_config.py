@@ -16,6 +16,7 @@ from gahp_lrms.base import CommandDriver
 from gahp_lrms.config import (
     BoincDriverConfig,
     CommandConfig,
+    CondorConfig,
     ForkConfig,
     LsfConfig,
     PbsConfig,
@@ -31,12 +32,13 @@ CONFIGS = {
     "sge": SgeConfig,
     "lsf": LsfConfig,
     "boinc": BoincDriverConfig,
+    "condor": CondorConfig,
 }
 
 
 def base(name: str, tmp_path: Path) -> dict[str, Any]:
     """Options that let the driver be built here without its batch system."""
-    if name in ("fork", "boinc"):
+    if name in ("fork", "boinc", "condor"):
         return {}
     return {"bin_dir": str(tmp_path / "bin")}  # never run
 

@@ -374,6 +374,23 @@ def test_bhist_wrapped_lines():
     assert info_from_record(split_records(cut)["7"]).exit_code == 17
 
 
+def test_lsf_termination_reason_and_common_fields():
+    record = (
+        "Job <8>, User <u>\n"
+        "Tue Nov 24 11:47:20: Started 1 Task(s) on Host(s) <vm>, Allocated 1 Slot(s);\n"
+        "Tue Nov 24 11:48:20: Exited with exit code 140. The CPU time used is 0.0 seconds;\n"
+        "Tue Nov 24 11:48:20: Completed <exit>; TERM_RUNLIMIT: job killed after reaching LSF"
+        " run time limit.\n"
+    )
+    info = info_from_record(record)
+    assert (info.exit_code, info.exit_signal, info.worker_node) == (None, 12, "vm")
+    assert info.exit_reason == "TERM_RUNLIMIT: job killed after reaching LSF run time limit"
+    given = info_from_record(record, common={"worker_node": "other", "wallclock_s": 60.0})
+    assert (given.worker_node, given.wallclock_s) == ("other", 60.0)
+    bare = info_from_record(record.split("TERM_")[0] + "TERM_OWNER:\n")
+    assert bare.exit_reason == "TERM_OWNER"
+
+
 def test_exit_info():
     assert exit_info(0) == {"exit_code": 0, "exit_reason": None}
     assert exit_info(3)["exit_code"] == 3

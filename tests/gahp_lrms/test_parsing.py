@@ -111,9 +111,37 @@ def test_held_pending_job():
     assert info.worker_node is None
 
 
+@pytest.mark.parametrize(
+    ("fields", "want"),
+    [
+        ({"JobState": "SUSPENDED", "Reason": "X", "BatchHost": "n1"}, ("n1", "suspended")),
+        ({"JobState": "STOPPED", "Reason": "None", "NodeList": "n[1-2]"}, ("n[1-2]", "stopped")),
+        ({"JobState": "REQUEUE_HOLD", "Reason": "JobHoldMaxRequeue"}, (None, "JobHoldMaxRequeue")),
+        ({"JobState": "PENDING", "Reason": "(null)", "Priority": "0"}, (None, "held")),
+    ],
+)
+def test_hold_reasons_and_nodes(fields, want):
+    info = job_info_from_fields(fields)
+    assert info.status is JobStatus.HELD and (info.worker_node, info.hold_reason) == want
+
+
+def test_sacct_states_with_suffixes():
+    info = job_info_from_fields({"State": "CANCELLED by 0", "NodeList": "n2", "Elapsed": "01:00"})
+    assert (info.status, info.worker_node, info.exit_reason) == (
+        JobStatus.REMOVED,
+        "n2",
+        "cancelled",
+    )
+    assert info.wallclock_s == 60.0
+    info = job_info_from_fields({"State": "COMPLETED+", "NodeList": "None assigned"})
+    assert (info.status, info.worker_node) == (JobStatus.COMPLETED, None)
+
+
 def test_unknown_state_is_an_error():
     with pytest.raises(DriverError, match="unexpected Slurm job state"):
         job_info_from_fields({"JobState": "WEIRD"})
+    with pytest.raises(DriverError, match="unexpected Slurm job state ' '"):
+        job_info_from_fields({"State": " "})
 
 
 def test_sacct_rows():

@@ -212,6 +212,10 @@ def test_info_from_qstat_other_states():
     assert state("hr").status is JobStatus.RUNNING  # qhold does not stop a running job
     assert state("S").hold_reason == "suspended (queue suspended)"
     assert state("T").status is JobStatus.HELD
+    assert state("T").hold_reason == "suspended (load threshold)"
+    assert state("Eqw", error_reason="Error: quota").hold_reason == "Error: quota"
+    assert state("Eqw").worker_node is None and state("S").worker_node == "node1"
+    assert state("hqw").worker_node is None and state("qw").status is JobStatus.IDLE
     assert state("hRwq").status is JobStatus.HELD
     assert state("dr").status is JobStatus.RUNNING  # someone else's qdel: not ours
     removed = state("dr", cancelled=True)
@@ -244,6 +248,21 @@ def test_info_from_qacct():
     assert "changing into working directory" in error.exit_reason
     ok = info_from_qacct({"failed": "0", "exit_status": "0"})
     assert (ok.exit_code, ok.exit_reason) == (0, None)
+
+
+def test_info_from_qacct_failed_codes():
+    def qacct(failed: str, status: str, host: str = "NONE") -> JobInfo:
+        return info_from_qacct({"failed": failed, "exit_status": status, "hostname": host})
+
+    after = qacct("100 : assumedly after job", "2", "vm")  # not a signal: the job's status
+    assert (after.exit_code, after.exit_signal, after.worker_node) == (2, None, "vm")
+    assert after.exit_reason == "exited with status 2"
+    assert qacct("0", "137").exit_code == 137  # failed 0: the job's own status, even > 128
+    bare = qacct("26 :", "0")
+    assert (bare.exit_code, bare.worker_node) == (None, None)
+    assert bare.exit_reason == "Grid Engine could not run the job: code 26 :"
+    odd = qacct("x", "")
+    assert odd.exit_reason == "Grid Engine could not run the job: code x"
 
 
 def test_parse_qstat_error_reason():

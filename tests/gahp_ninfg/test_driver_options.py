@@ -7,7 +7,7 @@ import pytest
 
 from gahp_lrms import DriverError, get_driver
 from gahp_lrms.base import ThreadedDriver
-from gahp_ninfg.backend import _driver_options
+from gahp_ninfg.backend import _driver_options  # private: unit test of the option parser
 
 
 def test_numbers_given_as_text_are_numbers(tmp_path):

@@ -38,6 +38,7 @@ SERVERS = {
     "SGE": "sge_main",
     "PBS": "pbs_main",
     "LSF": "lsf_main",
+    "Condor": "condor_main",
 }
 
 RECORDER = r'''
@@ -48,6 +49,14 @@ rec = {
     "env": {k.decode("latin-1"): v.decode("latin-1") for k, v in os.environb.items()},
     "cwd": os.getcwd(),
 }
+if os.environ.get("_CONDOR_JOB_AD"):  # an HTCondor job: its job ad and cluster.proc
+    ad = {}
+    with open(os.environ["_CONDOR_JOB_AD"]) as fh:
+        for line in fh:
+            name, _, value = line.partition("=")
+            ad[name.strip()] = value.strip()
+    rec["condor_ad"] = ad
+    rec["condor_id"] = "%s.%s" % (ad.get("ClusterId"), ad.get("ProcId"))
 path = os.path.join(RECORD_DIR, "%d.json" % os.getpid())
 with open(path + ".tmp", "w") as fh:
     json.dump(rec, fh)

@@ -12,7 +12,7 @@ import signal
 import statistics
 from collections.abc import Callable
 
-from conftest import Backend
+from ng_backends import Backend
 from ngkit import NgClient, Result, alive, attributes
 
 from gahp_core.testing import wait_for

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import pytest
 import scenarios
-from conftest import Backend, backend_for
+from ng_backends import Backend, backend_for
 
 KINDS = ["Slurm", "SGE", "PBS", "LSF"]
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import scenarios
-from conftest import Backend, backend_for
+from ng_backends import Backend, backend_for
 
 
 def fork() -> Backend:

@@ -8,18 +8,22 @@ benchmarks/gahp_fuzz.py (large).
 
 from __future__ import annotations
 
-import os
-import queue
 import random
 import subprocess
-import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 
 import attrs
 
-from gahp_core import escape, split
+from gahp_core import (
+    BadServerLine,
+    GahpClient,
+    GahpTimeout,
+    escape,
+    parse_results_head,
+    split,
+)
 from gahp_core.testing import proc_status
 
 RESULT_TIMEOUT = 60.0
@@ -39,46 +43,30 @@ class FuzzReport:
 
 
 class RawGahp:
-    """A GAHP process driven with raw bytes; lines are read back by a thread."""
+    """A GAHP process driven with raw bytes, through the public client (stderr discarded);
+    every failure to read a line is an ``AssertionError``."""
 
     def __init__(self, argv: Sequence[str], env: Mapping[str, str] | None = None) -> None:
-        full = dict(os.environ)
-        full.update(env or {})
-        self.proc = subprocess.Popen(
-            list(argv),
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.DEVNULL,
-            env=full,
-            bufsize=0,
-        )
-        self.lines: queue.Queue[bytes | None] = queue.Queue()
-        threading.Thread(target=self._read, daemon=True).start()
-        self.banner = self.line(20)
-
-    def _read(self) -> None:
-        assert self.proc.stdout is not None
-        buf = b""
-        while chunk := self.proc.stdout.read(1 << 16):
-            buf += chunk
-            *done, buf = buf.split(b"\n")  # server output escapes every LF inside a field
-            for line in done:
-                self.lines.put(line.rstrip(b"\r"))
-        self.lines.put(None)
+        self.client = GahpClient(argv, env=env, stderr=subprocess.DEVNULL, read_banner=False)
+        self.proc = self.client.proc
+        try:
+            self.banner = self.line(20)
+        except AssertionError:
+            self.client.close()
+            raise
 
     def send(self, data: bytes) -> None:
-        assert self.proc.stdin is not None
-        self.proc.stdin.write(data)
+        self.client.send_raw(data)
 
     def line(self, timeout: float = 20.0) -> str:
         try:
-            raw = self.lines.get(timeout=timeout)
-        except queue.Empty:
+            return self.client.read_raw(timeout).rstrip("\r")
+        except GahpTimeout:
             raise AssertionError(f"no line from the server within {timeout} s") from None
-        if raw is None:
-            self.lines.put(None)
-            raise AssertionError(f"server exited (status {self.proc.poll()})")
-        return raw.decode("utf-8", "surrogateescape")
+        except EOFError:
+            raise AssertionError(f"server exited (status {self.proc.poll()})") from None
+        except BadServerLine as exc:
+            raise AssertionError(str(exc)) from None
 
     def request(self, data: bytes, timeout: float = 20.0) -> list[str]:
         """Send one request line (terminator included); return its return line's fields."""
@@ -87,17 +75,10 @@ class RawGahp:
 
     def results(self) -> list[list[str]]:
         head = self.request(b"RESULTS\r\n")
-        assert head[0] == "S" and len(head) == 2, head
-        return [split(self.line()) for _ in range(int(head[1]))]
+        return [split(self.line()) for _ in range(parse_results_head(head))]
 
     def close(self) -> None:
-        try:
-            if self.proc.stdin:
-                self.proc.stdin.close()
-            self.proc.wait(5)
-        except (OSError, subprocess.TimeoutExpired):
-            self.proc.kill()
-            self.proc.wait(5)
+        self.client.close()
 
 
 # ---- case generation -----------------------------------------------------------------------

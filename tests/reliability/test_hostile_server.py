@@ -17,7 +17,7 @@ from hostile_server import MALFORMED, HostileServer
 from relkit import BOINC_GAHP
 
 from gahp_boinc import BoincClient, RpcError
-from gahp_boinc._client import project
+from gahp_boinc._client import project  # private: builds a Project as the client does
 from gahp_boinc.emulator import EmulatorServer
 from gahp_core.testing import GahpClient, proc_status
 
@@ -238,7 +238,8 @@ def test_the_httpx_path_is_bounded_alike(
     hostile: HostileServer, mode: str, options: dict[str, int], message: str
 ) -> None:
     """TLS and proxied projects go through httpx: the same size and time bounds hold."""
-    from gahp_boinc._rpc import BoincRpc, Project
+    from gahp_boinc import Project
+    from gahp_boinc._rpc import BoincRpc  # private: unit test of the RPC layer
 
     async def main() -> None:
         rpc = BoincRpc(BoincRpc.make_client(60), max_tries=1, **options)  # type: ignore[arg-type]

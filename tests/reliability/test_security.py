@@ -21,8 +21,8 @@ import pytest
 from relkit import BLAHPD, BOINC_GAHP, select, submit_args, wait_done
 
 from gahp_boinc import OutputError
-from gahp_boinc._outputs import safe_logical_name
-from gahp_boinc._rpc import BoincRpc
+from gahp_boinc._outputs import safe_logical_name  # private: unit test of output fetching
+from gahp_boinc._rpc import BoincRpc  # private: unit test of the RPC layer
 from gahp_boinc.emulator import EmulatorServer, apps, handlers, responses
 from gahp_core.testing import GahpClient
 

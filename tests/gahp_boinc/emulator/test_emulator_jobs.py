@@ -173,14 +173,47 @@ def test_min_mod_time_filters_unchanged_jobs(server: EmulatorServer, boinc: Boin
     assert boinc.statuses("m") == {"a": "UNSENT", "b": "ERROR"}
 
 
-def test_expired_batch_is_cancelled(server: EmulatorServer, boinc: Boinc) -> None:
+def test_an_expired_batch_is_kept_unless_asked(server: EmulatorServer, boinc: Boinc) -> None:
+    """As a stock project: a past expire_time changes nothing (no expire_batches cron)."""
     server.pause_volunteer()
-    boinc.run_batch("e", "uppercase", [("a", "", [b"1"])])
-    r = boinc.call("set_expire_time", "<batch_name>e</batch_name>\n"
+    boinc.run_batch("k", "uppercase", [("k1", "", [b"1"])])
+    r = boinc.call("set_expire_time", "<batch_name>k</batch_name>\n"
                    f"<expire_time>{time.time() - 1:.6f}</expire_time>\n")
     assert b"<success>1</success>" in r.content
-    assert server.wait_idle(5)
-    assert boinc.statuses("e") == {"a": "ERROR"}
+    time.sleep(1.5)  # a sweep (every second) would have cancelled it by now if enabled
+    assert boinc.statuses("k") == {"k1": "UNSENT"}
+
+
+def test_expired_batch_is_aborted_and_retired(make_server) -> None:
+    """expire_batches=True: as a project running BOINC master's html/ops/expire_batches."""
+    server = make_server(expire_batches=True)
+    boinc = Boinc(server)
+    try:
+        server.pause_volunteer()
+        boinc.run_batch("e", "uppercase", [("a", "", [b"1"])])
+        r = boinc.call("set_expire_time", "<batch_name>e</batch_name>\n"
+                       f"<expire_time>{time.time() - 1:.6f}</expire_time>\n")
+        assert b"<success>1</success>" in r.content
+        assert server.wait_idle(5)
+        assert boinc.statuses("e") == {"a": "ERROR"}
+        assert server.store.batch_by_name("e")["state"] == 4  # retired
+    finally:
+        boinc.close()
+
+
+def test_retire_cancels_unsent_jobs_and_lets_running_ones_finish(server: EmulatorServer) -> None:
+    """retire_batch as BOINC's: unsent jobs cancelled, a job in progress goes on."""
+    store = server.store
+    server.pause_volunteer()
+    boinc = Boinc(server)
+    try:
+        boinc.run_batch("rt", "uppercase", [("rt1", "", [b"1"]), ("rt2", "", [b"2"])])
+        claim = store.claim(time.time() + 60)  # a volunteer takes rt1
+        assert claim is not None and claim.wu_name == "rt1"
+        boinc.call("retire_batch", "<batch_name>rt</batch_name>\n")
+        assert boinc.statuses("rt") == {"rt1": "IN_PROGRESS", "rt2": "ERROR"}
+    finally:
+        boinc.close()
 
 
 def test_restart_keeps_everything(make_server, tmp_path) -> None:
