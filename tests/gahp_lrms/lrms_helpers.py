@@ -41,8 +41,8 @@ class SyncDriver:
     adapted blocking driver, the blocking driver's: its helpers, its ``bulk_status``)."""
 
     REQUESTS = frozenset(
-        {"submit", "status", "cancel", "hold", "resume", "ping", "forget", "reported"}
-        | {"limit_status_interval", "aclose"}
+        {"submit", "submit_many", "status", "cancel", "hold", "resume", "ping", "forget"}
+        | {"reported", "limit_status_interval", "aclose"}
     )
 
     def __init__(self, driver: Driver) -> None:
