@@ -11,10 +11,20 @@ from gahp_ninfg.backend import _driver_options  # private: unit test of the opti
 
 
 def test_numbers_given_as_text_are_numbers(tmp_path):
-    options = _driver_options(["command_timeout=60", "status_interval=2.5",
-                               f"bin_dir={tmp_path}", "suspend_running=false"])
-    assert options == {"command_timeout": 60, "status_interval": 2.5,
-                       "bin_dir": str(tmp_path), "suspend_running": "false"}
+    options = _driver_options(
+        [
+            "command_timeout=60",
+            "status_interval=2.5",
+            f"bin_dir={tmp_path}",
+            "suspend_running=false",
+        ]
+    )
+    assert options == {
+        "command_timeout": 60,
+        "status_interval": 2.5,
+        "bin_dir": str(tmp_path),
+        "suspend_running": "false",
+    }
     drv = get_driver("slurm", options, tmp_path / "state")
     assert isinstance(drv, ThreadedDriver)
     assert drv.blocking.timeout == 60.0 and drv.blocking.suspend_running is False  # type: ignore[attr-defined]

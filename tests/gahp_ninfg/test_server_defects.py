@@ -34,9 +34,13 @@ def fork_server(tmp_path: Path, *args: str, **env: str) -> NinfgClient:
         client.proc.kill()
         client.proc.wait()
         full = {**os.environ, "TMPDIR": str(tmp), **env}
-        client.proc = subprocess.Popen([exe, *args, "-l", str(tmp_path / "invoke.log")],
-                                       stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                       stderr=subprocess.PIPE, env=full)
+        client.proc = subprocess.Popen(
+            [exe, *args, "-l", str(tmp_path / "invoke.log")],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            env=full,
+        )
         client.out = type(client.out)(client.proc.stdout)
         client.err = type(client.err)(client.proc.stderr)
     return client
@@ -81,8 +85,14 @@ def test_redirect_files_keep_their_mode_and_inode(tmp_path, program):
         path.chmod(0o600)
     inodes = [out.stat().st_ino, err.stat().st_ino]
     client = fork_server(tmp_path)
-    jobid = run_job(client, program, count="2", redirect_enable="true",
-                    stdout_file=str(out), stderr_file=str(err))
+    jobid = run_job(
+        client,
+        program,
+        count="2",
+        redirect_enable="true",
+        stdout_file=str(out),
+        stderr_file=str(err),
+    )
     client.statuses(jobid)
     assert [out.stat().st_ino, err.stat().st_ino] == inodes
     assert stat.S_IMODE(out.stat().st_mode) == 0o600
@@ -100,7 +110,8 @@ def test_private_state_is_private(tmp_path, program):
     loose = [
         f"{p} {stat.S_IMODE(p.stat().st_mode):o}"
         for p in [state, *state.rglob("*")]
-        if stat.S_IMODE(p.stat().st_mode) & 0o077 and not p.is_symlink()
+        if stat.S_IMODE(p.stat().st_mode) & 0o077
+        and not p.is_symlink()
         and p.suffix not in (".0",)  # the job's own outputs: created by the job, in 0700
     ]
     assert not loose, loose
@@ -169,8 +180,9 @@ class Harness:
         self.driver = ThreadedDriver(self.batch, self._worker)
         self.notes: list[tuple[str, ...]] = []
         self.tasks: list[asyncio.Task[Any]] = []
-        self.manager = JobManager(self.driver, self._worker, self._spawn, self.notes.append,
-                                  3.0, tmp_path / "jobs")
+        self.manager = JobManager(
+            self.driver, self._worker, self._spawn, self.notes.append, 3.0, tmp_path / "jobs"
+        )
 
     async def _worker(self, fn: Any, *args: Any) -> Any:
         return await asyncio.get_running_loop().run_in_executor(None, fn, *args)
@@ -256,8 +268,13 @@ def test_shutdown_cancels_a_job_in_mid_submit(tmp_path, program):
 def test_exit_right_after_create_leaves_no_process(tmp_path, program, delay):
     pids = tmp_path / "pids"
     client = fork_server(tmp_path)
-    client.send("JOB_CREATE 1", *(f"{k} {v}" for k, v in base_attrs(program)),
-                f"environment NG_T_PIDS={pids}", "environment NG_T_SLEEP=60", "JOB_CREATE_END")
+    client.send(
+        "JOB_CREATE 1",
+        *(f"{k} {v}" for k, v in base_attrs(program)),
+        f"environment NG_T_PIDS={pids}",
+        "environment NG_T_SLEEP=60",
+        "JOB_CREATE_END",
+    )
     assert client.out.get() == "S"
     time.sleep(delay)  # EXIT while the job is being submitted
     assert client.request("EXIT") == "S"
@@ -276,8 +293,14 @@ def test_protocol_lines_logged_at_debug_with_secrets_masked(tmp_path, program):
     assert client.request("EXIT") == "S"
     client.close()
     log = (tmp_path / "invoke.log").read_text()
-    for line in ("JOB_CREATE 1", "executable_path", "CREATE_NOTIFY 1 S", f"JOB_DESTROY {jobid}",
-                 f"STATUS_NOTIFY {jobid} DONE", "EXIT"):
+    for line in (
+        "JOB_CREATE 1",
+        "executable_path",
+        "CREATE_NOTIFY 1 S",
+        f"JOB_DESTROY {jobid}",
+        f"STATUS_NOTIFY {jobid} DONE",
+        "EXIT",
+    ):
         assert line in log, line
     assert "s3cr3t-77" not in log and "424242" not in log
 
