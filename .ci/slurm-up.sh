@@ -116,6 +116,9 @@ Name=gpu Type=$GPU_TYPE File=$DIR/dev/gpu1
 EOF
 # proctrack/pgid, not linuxproc: linuxproc cannot parse /proc/PID/stat when the program's
 # name holds a space, loses the job's processes and drains the node ("Kill task failed").
+# DefaultTime: a job without a time limit gets 30 minutes, so the backfill scheduler knows
+# when the running jobs end; with none (unlimited), it keeps starting small jobs on a node a
+# whole-node job waits for, which then waits as long as others keep submitting.
 cat >"$CONF.new" <<EOF
 # Written by gahp .ci/slurm-up.sh: single-node Slurm for tests.
 ClusterName=gahpci
@@ -150,7 +153,7 @@ InactiveLimit=0
 SlurmdParameters=config_overrides
 GresTypes=gpu
 NodeName=$HOST NodeAddr=127.0.0.1 CPUs=$CPUS RealMemory=$REAL_MB Gres=gpu:$GPU_TYPE:2 State=UNKNOWN
-PartitionName=debug Nodes=ALL Default=YES MaxTime=INFINITE State=UP
+PartitionName=debug Nodes=ALL Default=YES MaxTime=INFINITE DefaultTime=00:30:00 State=UP
 EOF
 
 if [ "$running" -eq 1 ] && cmp -s "$CONF.new" "$CONF" &&
