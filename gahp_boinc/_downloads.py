@@ -12,7 +12,7 @@ from pathlib import Path
 from gahp_boinc._errors import NoOutput, RpcError, rpc_error
 from gahp_boinc._http import ERROR_BODY, READ_SIZE, HttpTimeout, HttpTransportError, Slots
 from gahp_boinc._replies import decode_text
-from gahp_boinc._transport import Transport
+from gahp_boinc._transport import Reply, Transport
 
 COLLECTABLE = re.compile(r"[\w\-. ]{1,255}")
 """Job names get_output3.php's get_file accepts (its is_valid_filename)."""
@@ -41,32 +41,11 @@ async def fetch(
     placed = False
     try:
         async with slots.hold(url), transport.stream("GET", url, cookie) as resp:
-            if resp.status_code != 200:
-                raise RpcError(
-                    f"get_output: HTTP {resp.status_code} from {shown}",
-                    retryable=resp.status_code in (502, 503, 504),
-                    status=resp.status_code,
-                )
-            ctype = resp.headers.get("content-type", "")
-            if not ctype.startswith("application/octet-stream"):
-                text = decode_text((await resp.aread(ERROR_BODY, truncate=True))[:300])
-                text = text.strip()
-                if text.startswith("ERROR:"):
-                    text = text[6:].strip()
-                elif "<html" in text.lower():
-                    text = "the project answered with a web page, not the file"
-                raise rpc_error(f"get_output failed for {what}: {text}", text)
-            size = 0
+            await _check_download(resp, shown, what)
             expected = resp.headers.get("content-length")
             if expected is not None and expected.isdigit() and int(expected) > max_bytes:
                 raise RpcError(f"get_output: {what} is {expected} bytes, over {max_bytes}")
-            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
-            with os.fdopen(fd, "wb") as fh:  # in pieces, whatever the framing
-                async for chunk in resp.aiter_bytes(READ_SIZE):
-                    size += len(chunk)
-                    if size > max_bytes:
-                        raise RpcError(f"get_output: {what} is over {max_bytes} bytes")
-                    fh.write(chunk)
+            size = await _write_body(resp, tmp, what, max_bytes)
             if expected is not None and expected.isdigit() and int(expected) != size:
                 raise RpcError(f"get_output: {what} truncated ({size} of {expected} bytes)")
             announced = disposition_name(resp.headers.get("content-disposition", ""))
@@ -81,6 +60,39 @@ async def fetch(
         if not placed:
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(tmp)
+
+
+async def _check_download(resp: Reply, shown: str, what: str) -> None:
+    """Refuse a reply that is not a file: an HTTP error, or the project's error text."""
+    if resp.status_code != 200:
+        raise RpcError(
+            f"get_output: HTTP {resp.status_code} from {shown}",
+            retryable=resp.status_code in (502, 503, 504),
+            status=resp.status_code,
+        )
+    ctype = resp.headers.get("content-type", "")
+    if not ctype.startswith("application/octet-stream"):
+        text = decode_text((await resp.aread(ERROR_BODY, truncate=True))[:300])
+        text = text.strip()
+        if text.startswith("ERROR:"):
+            text = text[6:].strip()
+        elif "<html" in text.lower():
+            text = "the project answered with a web page, not the file"
+        raise rpc_error(f"get_output failed for {what}: {text}", text)
+
+
+async def _write_body(resp: Reply, tmp: str, what: str, max_bytes: int) -> int:
+    """Write the reply's body to the new file ``tmp`` in pieces, whatever the framing;
+    its size (over ``max_bytes`` is an error)."""
+    size = 0
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+    with os.fdopen(fd, "wb") as fh:
+        async for chunk in resp.aiter_bytes(READ_SIZE):
+            size += len(chunk)
+            if size > max_bytes:
+                raise RpcError(f"get_output: {what} is over {max_bytes} bytes")
+            fh.write(chunk)
+    return size
 
 
 def untar_member(archive: Path, members: tuple[str, ...], dest: Path) -> tuple[int, str]:

@@ -159,13 +159,18 @@ async def _fetch_files(
         await _fetch_zip(rpc, req, iwd, names[0], renames, result_id)
         return
     for i, name in enumerate(names):
-        if req.mode == "SOME" and name not in renames:
-            continue
-        dest = renames.get(name, iwd / name)
-        if _discard(dest):
-            continue
-        _require_directory(dest)
-        await rpc.download_output(req.project, req.job, i, dest, result_id)
+        dest = _destination(req, iwd, renames, name)
+        if dest is not None:
+            _require_directory(dest)
+            await rpc.download_output(req.project, req.job, i, dest, result_id)
+
+
+def _destination(req: FetchRequest, iwd: Path, renames: dict[str, Path], name: str) -> Path | None:
+    """Where output ``name`` goes, or None when it is not wanted (or goes to /dev/null)."""
+    if req.mode == "SOME" and name not in renames:
+        return None
+    dest = renames.get(name, iwd / name)
+    return None if _discard(dest) else dest
 
 
 def _check_known(job: str, renames: dict[str, Path], names: list[str]) -> None:
@@ -273,6 +278,23 @@ def _unpack(
         raise UnsafeOutput(
             f"{what} has {len(infos)} entries, more than the limit of {limits.max_members}"
         )
+    chosen = _chosen_members(infos, what, req, iwd, renames)
+    cap, words = limits.cap(archive_size)
+    declared = sum(m.file_size for m, _ in chosen)
+    if declared > cap:
+        raise UnsafeOutput(f"{what} declares {declared} bytes, more than the limit of {words}")
+    _write_members(zf, chosen, what, cap, words)
+
+
+def _chosen_members(
+    infos: list[zipfile.ZipInfo],
+    what: str,
+    req: FetchRequest,
+    iwd: Path,
+    renames: dict[str, Path],
+) -> list[tuple[zipfile.ZipInfo, Path]]:
+    """The members to unpack and their destinations; any member that is a link or leads
+    out of ``iwd`` refuses the whole archive."""
     root = iwd.resolve()
     chosen: list[tuple[zipfile.ZipInfo, Path]] = []
     for m in infos:
@@ -286,10 +308,18 @@ def _unpack(
         dest = renames.get(m.filename, iwd / m.filename)
         if not _discard(dest):
             chosen.append((m, dest))
-    cap, words = limits.cap(archive_size)
-    declared = sum(m.file_size for m, _ in chosen)
-    if declared > cap:
-        raise UnsafeOutput(f"{what} declares {declared} bytes, more than the limit of {words}")
+    return chosen
+
+
+def _write_members(
+    zf: zipfile.ZipFile,
+    chosen: list[tuple[zipfile.ZipInfo, Path]],
+    what: str,
+    cap: int,
+    words: str,
+) -> None:
+    """Write the chosen members through temporary files, then rename them all into place;
+    on any failure remove the temporary files and the directories made for them."""
     made: list[Path] = []  # directories made for members, deepest last
     parts: list[tuple[str, Path]] = []
     try:

@@ -63,34 +63,49 @@ async def post(
     attempt = 0
     while True:
         attempt += 1
-        try:
-            async with asyncio.timeout_at(end):
-                async with slots.hold(url):
-                    sent = time.monotonic()
-                    reply = await transport.send(method, url, form, limit)
-                _log_reply(command, reply, sent)
-        except TimeoutError:
-            raise RpcError(
-                f"{command}: no reply from {url} within the deadline ({policy.deadline:g} s)"
-            ) from None
-        except HttpTimeout as exc:
-            err = RpcError(f"{command}: no reply from {url} in time ({exc.kind})", retryable=True)
-        except HttpTooLarge as exc:
-            raise RpcError(f"{command}: reply from {url} too large ({exc})") from None
-        except HttpTransportError as exc:
-            err = RpcError(f"{command}: cannot reach {url}: {exc}", retryable=exc.retryable)
-        except OSError as exc:
-            raise RpcError(f"{command}: cannot read input file: {exc}") from None
-        else:
-            refused = status_error(reply, command, url)
-            if refused is None:
-                return reply.content
-            err = refused
-        delay = policy.delay(err, attempt, time.monotonic() - start) if idempotent else None
+        got = await _attempt(transport, slots, method, url, command, form, limit, end, policy)
+        if not isinstance(got, RpcError):
+            return got
+        delay = policy.delay(got, attempt, time.monotonic() - start) if idempotent else None
         if delay is None:
-            raise err
-        log.info("%s failed (%s); retry %d in %.1f s", command, err, attempt, delay)
+            raise got
+        log.info("%s failed (%s); retry %d in %.1f s", command, got, attempt, delay)
         await policy.sleep(delay)
+
+
+async def _attempt(
+    transport: Transport,
+    slots: Slots,
+    method: str,
+    url: str,
+    command: str,
+    form: Form | None,
+    limit: int | None,
+    end: float,
+    policy: RetryPolicy,
+) -> bytes | RpcError:
+    """One try of :func:`post`: the reply's body, or the error to retry on (if it may be);
+    an error never worth a retry is raised."""
+    try:
+        async with asyncio.timeout_at(end):
+            async with slots.hold(url):
+                sent = time.monotonic()
+                reply = await transport.send(method, url, form, limit)
+            _log_reply(command, reply, sent)
+    except TimeoutError:
+        raise RpcError(
+            f"{command}: no reply from {url} within the deadline ({policy.deadline:g} s)"
+        ) from None
+    except HttpTimeout as exc:
+        return RpcError(f"{command}: no reply from {url} in time ({exc.kind})", retryable=True)
+    except HttpTooLarge as exc:
+        raise RpcError(f"{command}: reply from {url} too large ({exc})") from None
+    except HttpTransportError as exc:
+        return RpcError(f"{command}: cannot reach {url}: {exc}", retryable=exc.retryable)
+    except OSError as exc:
+        raise RpcError(f"{command}: cannot read input file: {exc}") from None
+    refused = status_error(reply, command, url)
+    return reply.content if refused is None else refused
 
 
 def _log_reply(command: str, reply: Reply, sent: float) -> None:

@@ -266,15 +266,8 @@ async def _step(what: str, aw: Awaitable[Any]) -> Any:
         raise exc.reworded(f"error {what}: {exc}") from exc
 
 
-async def hash_all(
-    paths: Sequence[Path], md5: Md5Cache, run_in_worker: Callable[..., Awaitable[Any]]
-) -> list[str]:
-    """MD5 of every file, off the event loop.
-
-    Files go to the worker pool in groups of about ``HASH_GROUP_BYTES``: many small files
-    hash fastest in one thread (hashlib holds the GIL for small buffers), while big files
-    spread over the cores.
-    """
+def _hash_groups(paths: Sequence[Path]) -> list[list[Path]]:
+    """``paths`` in order, in groups of about ``HASH_GROUP_BYTES`` (a bigger file alone)."""
     groups: list[list[Path]] = [[]]
     size = 0
     for p in paths:
@@ -287,6 +280,19 @@ async def hash_all(
             size = 0
         groups[-1].append(p)
         size += n
+    return groups
+
+
+async def hash_all(
+    paths: Sequence[Path], md5: Md5Cache, run_in_worker: Callable[..., Awaitable[Any]]
+) -> list[str]:
+    """MD5 of every file, off the event loop.
+
+    Files go to the worker pool in groups of about ``HASH_GROUP_BYTES``: many small files
+    hash fastest in one thread (hashlib holds the GIL for small buffers), while big files
+    spread over the cores.
+    """
+    groups = _hash_groups(paths)
     limit = asyncio.Semaphore(max(1, os.cpu_count() or 1))
 
     async def one(group: list[Path]) -> list[str]:

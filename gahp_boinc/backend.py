@@ -9,7 +9,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 import attrs
 
@@ -119,13 +119,54 @@ SUBMIT_JOB_OPTIONS = (
 MAX_SUBMIT_OPTIONS = len(SUBMIT_BATCH_OPTIONS) + len(SUBMIT_JOB_OPTIONS)
 
 
-def submit_options(fields: Sequence[str], params: JobParams) -> tuple[JobParams, JobOptions]:
-    """The ``NAME=VALUE`` fields BOINC_SUBMIT may carry after its six job parameters (an
-    extension: HTCondor's gridmanager sends none): the batch's ``priority`` and
-    ``allocation_priority`` (1 or 0), and for every job of the batch ``target_host``,
-    ``target_user`` and the replication values. Each an integer, each at most once."""
-    if len(fields) > MAX_SUBMIT_OPTIONS:
-        raise _bad(f"BOINC_SUBMIT has {len(fields)} options (at most {MAX_SUBMIT_OPTIONS})")
+def _submit_jobs(args: Sequence[str], njobs: int) -> tuple[list[BoincJob], int]:
+    """BOINC_SUBMIT's ``njobs`` jobs from ``args[3:]`` (name, argument count, arguments,
+    input count, inputs), and the index of the first argument after them."""
+    i = 3
+    jobs = []
+    names = set()
+    try:
+        for _ in range(njobs):
+            name = args[i]
+            nargs = _count(args[i + 1], f"argument count of job {name}")
+            job_args = tuple(args[i + 2 : i + 2 + nargs])
+            if len(job_args) != nargs:
+                raise IndexError
+            i += 2 + nargs
+            nfiles = _count(args[i], f"input file count of job {name}")
+            files = [(args[i + 1 + 2 * k], args[i + 2 + 2 * k]) for k in range(nfiles)]
+            i += 1 + 2 * nfiles
+            if name in names:
+                raise _bad(f"job name {name} appears twice")
+            names.add(name)
+            jobs.append(BoincJob(name=name, args=job_args, inputs=tuple(files)))
+    except IndexError:
+        raise _bad("BOINC_SUBMIT arguments end before the jobs it announces") from None
+    return jobs, i
+
+
+def _job_params(fixed: Sequence[str]) -> JobParams:
+    """The six job parameters BOINC_SUBMIT may carry after its jobs (none: the defaults)."""
+    if not fixed:
+        return JobParams()
+    if len(fixed) != 6:
+        raise _bad(
+            f"BOINC_SUBMIT has {len(fixed)} arguments after its jobs (0 or 6 expected, then "
+            "NAME=VALUE options)"
+        )
+    vals = [_number_or_null(v, "job parameter") for v in fixed]
+    return JobParams(
+        rsc_fpops_est=vals[0],
+        rsc_fpops_bound=vals[1],
+        rsc_memory_bound=vals[2],
+        rsc_disk_bound=vals[3],
+        delay_bound=vals[4],
+        app_version_num=int(vals[5]) if vals[5] is not None else None,
+    )
+
+
+def _option_values(fields: Sequence[str]) -> dict[str, int]:
+    """BOINC_SUBMIT's ``NAME=VALUE`` options as integers, each known and given once."""
     values: dict[str, int] = {}
     for field in fields:
         name, _, text = field.partition("=")
@@ -137,11 +178,27 @@ def submit_options(fields: Sequence[str], params: JobParams) -> tuple[JobParams,
         if not (digits.isascii() and digits.isdigit()) or len(text) > 12:
             raise _bad(f"BOINC_SUBMIT option {name} is not an integer: {text[:40]!r}")
         values[name] = int(text)
+    _check_option_values(values)
+    return values
+
+
+def _check_option_values(values: Mapping[str, int]) -> None:
+    """Refuse an option value out of its range."""
     if values.get("allocation_priority", 0) not in (0, 1):
         raise _bad("BOINC_SUBMIT option allocation_priority is 0 or 1")
     for name in ("target_host", "target_user"):
         if values.get(name, 0) < 0:
             raise _bad(f"BOINC_SUBMIT option {name} is a database id (0 or more)")
+
+
+def submit_options(fields: Sequence[str], params: JobParams) -> tuple[JobParams, JobOptions]:
+    """The ``NAME=VALUE`` fields BOINC_SUBMIT may carry after its six job parameters (an
+    extension: HTCondor's gridmanager sends none): the batch's ``priority`` and
+    ``allocation_priority`` (1 or 0), and for every job of the batch ``target_host``,
+    ``target_user`` and the replication values. Each an integer, each at most once."""
+    if len(fields) > MAX_SUBMIT_OPTIONS:
+        raise _bad(f"BOINC_SUBMIT has {len(fields)} options (at most {MAX_SUBMIT_OPTIONS})")
+    values = _option_values(fields)
     params = attrs.evolve(
         params,
         priority=values.get("priority", params.priority),
@@ -200,48 +257,10 @@ class BoincBackend:
         if len(args) < 3:
             raise _bad("BOINC_SUBMIT needs batch, app and job count")
         batch, app = args[0], args[1]
-        njobs = _count(args[2], "job count")
-        i = 3
-        jobs = []
-        names = set()
-        try:
-            for _ in range(njobs):
-                name = args[i]
-                nargs = _count(args[i + 1], f"argument count of job {name}")
-                job_args = tuple(args[i + 2 : i + 2 + nargs])
-                if len(job_args) != nargs:
-                    raise IndexError
-                i += 2 + nargs
-                nfiles = _count(args[i], f"input file count of job {name}")
-                i += 1
-                files = []
-                for _ in range(nfiles):
-                    files.append((args[i], args[i + 1]))
-                    i += 2
-                if name in names:
-                    raise _bad(f"job name {name} appears twice")
-                names.add(name)
-                jobs.append(BoincJob(name=name, args=job_args, inputs=tuple(files)))
-        except IndexError:
-            raise _bad("BOINC_SUBMIT arguments end before the jobs it announces") from None
+        jobs, i = _submit_jobs(args, _count(args[2], "job count"))
         rest = list(args[i:])
         n_fixed = next((k for k, v in enumerate(rest) if "=" in v), len(rest))
-        params = JobParams()
-        if n_fixed == 6:
-            vals = [_number_or_null(v, "job parameter") for v in rest[:6]]
-            params = JobParams(
-                rsc_fpops_est=vals[0],
-                rsc_fpops_bound=vals[1],
-                rsc_memory_bound=vals[2],
-                rsc_disk_bound=vals[3],
-                delay_bound=vals[4],
-                app_version_num=int(vals[5]) if vals[5] is not None else None,
-            )
-        elif n_fixed:
-            raise _bad(
-                f"BOINC_SUBMIT has {n_fixed} arguments after its jobs (0 or 6 expected, then "
-                "NAME=VALUE options)"
-            )
+        params = _job_params(rest[:n_fixed])
         params, options = submit_options(rest[n_fixed:], params)
         if options != JobOptions():
             jobs = [attrs.evolve(job, options=options) for job in jobs]

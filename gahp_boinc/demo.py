@@ -81,11 +81,7 @@ def _session(
         f"submitted {jobs} jobs with {len(inputs)} distinct input files "
         f"in {time.monotonic() - t0:.2f} s ({srv.stats.get('upload_files', 0)} upload request)"
     )
-    extra = None
-    if failing:
-        extra = f"{batch}-fail"
-        fail_args = [extra, "fail", "1", f"{extra}#1.0", "0", "1", str(inputs[0]), "in"]
-        gahp.call("BOINC_SUBMIT", *fail_args)
+    extra = _submit_failing(gahp, batch, inputs[0]) if failing else None
     gahp.call("BOINC_SET_LEASE", batch, str(int(time.time()) + 6 * 3600))
     states = _poll(gahp, batch, jobs, t0)
     if states is None:
@@ -101,6 +97,19 @@ def _session(
     if sample.exists():
         print(f"job0: {inputs[0].read_text().strip()!r} -> {sample.read_text().strip()!r}")
     gahp.quit()
+    return _summary(jobs, fetched, states)
+
+
+def _submit_failing(gahp: GahpClient, batch: str, input_file: Path) -> str:
+    """Submit a one-job batch of the ``fail`` app beside ``batch``; its name."""
+    extra = f"{batch}-fail"
+    fail_args = [extra, "fail", "1", f"{extra}#1.0", "0", "1", str(input_file), "in"]
+    gahp.call("BOINC_SUBMIT", *fail_args)
+    return extra
+
+
+def _summary(jobs: int, fetched: int, states: dict[str, str]) -> int:
+    """Print the summary line; the exit status (0 when every job's outputs came)."""
     ok = fetched == jobs
     print(
         f"summary: {jobs} jobs, {fetched} done and fetched, "

@@ -141,22 +141,26 @@ def run(pm: pluggy.PluginManager, options: argparse.Namespace) -> int:
     try:
         server = build_server(pm, options)
     except Exception as exc:
-        # One clear line, never a traceback on stderr: HTCondor shows a GAHP's stderr to
-        # the administrator. The traceback goes to the log file, where there is one.
-        message = str(exc) if isinstance(exc, GahpError) else _startup_error(exc)
-        phrased = isinstance(exc, ConfigError) or (isinstance(exc, HookFailed) and exc.phrased)
-        if logs_to_file():
-            log.error("cannot start: %s", message, exc_info=not phrased)
-        elif isinstance(exc, HookFailed) and not phrased:
-            message += " (--log FILE for the traceback)"
-        if not quiet_stderr:
-            print(f"error: cannot start: {message}", file=sys.stderr)
+        _report_startup_failure(exc, quiet_stderr)
         return 2
     log.info("starting: %s", server.version.banner())
     code = asyncio.run(server.serve())
     log.info("stopped")
     logging.shutdown()
     return code
+
+
+def _report_startup_failure(exc: Exception, quiet_stderr: bool) -> None:
+    """One clear line, never a traceback on stderr: HTCondor shows a GAHP's stderr to
+    the administrator. The traceback goes to the log file, where there is one."""
+    message = str(exc) if isinstance(exc, GahpError) else _startup_error(exc)
+    phrased = isinstance(exc, ConfigError) or (isinstance(exc, HookFailed) and exc.phrased)
+    if logs_to_file():
+        log.error("cannot start: %s", message, exc_info=not phrased)
+    elif isinstance(exc, HookFailed) and not phrased:
+        message += " (--log FILE for the traceback)"
+    if not quiet_stderr:
+        print(f"error: cannot start: {message}", file=sys.stderr)
 
 
 def _startup_error(exc: BaseException) -> str:

@@ -195,6 +195,17 @@ def load_settings(
     if not isinstance(table, Mapping):
         raise ConfigError(f"{prefix.rstrip('.') or 'the settings'} must be a table")
     fields = {f.name: f for f in attrs.fields(cls) if _CONVERT in f.metadata}  # type: ignore[arg-type]
+    _refuse_unknown(table, fields, prefix)
+    labels = labels or {}
+    values = {
+        name: fields[name].metadata[_CONVERT](value, labels.get(name, prefix + name))
+        for name, value in table.items()
+    }
+    return cls(**values)
+
+
+def _refuse_unknown(table: Mapping[str, Any], fields: Mapping[str, Any], prefix: str) -> None:
+    """A :class:`ConfigError` naming the keys of ``table`` that are not settings."""
     unknown = sorted(set(table) - set(fields))
     if unknown:
         names = ", ".join(f"{prefix}{k}" for k in unknown)
@@ -202,12 +213,6 @@ def load_settings(
             f"unknown configuration key{'s' if len(unknown) > 1 else ''} {names}"
             f" (known: {', '.join(sorted(fields)) or 'none'})"
         )
-    labels = labels or {}
-    values = {
-        name: fields[name].metadata[_CONVERT](value, labels.get(name, prefix + name))
-        for name, value in table.items()
-    }
-    return cls(**values)
 
 
 def setting_names(cls: type) -> frozenset[str]:

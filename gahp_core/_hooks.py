@@ -181,17 +181,22 @@ def first_result(pm: pluggy.PluginManager, hook: str, **kwargs: Any) -> Any:
     return None
 
 
+def _hook_arguments(fn: object) -> list[str] | None:
+    """The argument names of a hook function (less ``self``), None if unreadable."""
+    try:
+        return [p for p in inspect.signature(fn).parameters if p != "self"]  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        return None
+
+
 def _signature_problem(plugin: object, name: str) -> str:
     """What is wrong with ``plugin``'s hook implementations' arguments, in words."""
     for hook in hook_names():
         fn = getattr(plugin, hook, None)
-        if fn is None or not callable(fn):
+        given = _hook_arguments(fn) if callable(fn) else None
+        if given is None:
             continue
-        try:
-            given = [p for p in inspect.signature(fn).parameters if p != "self"]
-        except (TypeError, ValueError):
-            continue
-        wanted = [p for p in inspect.signature(getattr(GahpSpec, hook)).parameters if p != "self"]
+        wanted = _hook_arguments(getattr(GahpSpec, hook)) or []
         extra = [p for p in given if p not in wanted]
         if extra:
             return (

@@ -71,6 +71,31 @@ def logs_to_file() -> bool:
     )
 
 
+def _log_file_handler(path: str | os.PathLike[str], stderr_default: bool) -> logging.Handler | None:
+    """A handler writing to the file ``path``, or None (said once on stderr) when it cannot."""
+    try:
+        return _file_handler(Path(path))
+    except OSError as exc:
+        # A GAHP that cannot write its log still serves: say so once and go on (always
+        # when the file is unsafe: someone else may be waiting to read it).
+        from gahp_core._private_paths import UnsafePath
+
+        reason = exc.strerror or str(exc)
+        if isinstance(exc, UnsafePath):
+            print(
+                f"warning: not logging to {path}: {exc}",
+                file=sys.stderr,
+                flush=True,
+            )
+        elif stderr_default:
+            print(
+                f"warning: cannot open log file {path}: {reason}; logging warnings to stderr",
+                file=sys.stderr,
+                flush=True,
+            )
+    return None
+
+
 def setup_logging(
     path: str | os.PathLike[str] | None, level: str = "INFO", stderr_default: bool = True
 ) -> logging.Logger:
@@ -88,26 +113,7 @@ def setup_logging(
     if path in ("-", "stderr"):
         handler = logging.StreamHandler(sys.stderr)
     elif path:
-        try:
-            handler = _file_handler(Path(path))
-        except OSError as exc:
-            # A GAHP that cannot write its log still serves: say so once and go on (always
-            # when the file is unsafe: someone else may be waiting to read it).
-            from gahp_core._private_paths import UnsafePath
-
-            reason = exc.strerror or str(exc)
-            if isinstance(exc, UnsafePath):
-                print(
-                    f"warning: not logging to {path}: {exc}",
-                    file=sys.stderr,
-                    flush=True,
-                )
-            elif stderr_default:
-                print(
-                    f"warning: cannot open log file {path}: {reason}; logging warnings to stderr",
-                    file=sys.stderr,
-                    flush=True,
-                )
+        handler = _log_file_handler(path, stderr_default)
     if handler is None and stderr_default:
         handler = logging.StreamHandler(sys.stderr)
         level = "WARNING"

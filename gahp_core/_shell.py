@@ -244,15 +244,23 @@ class Shell:
                 self.emit(f"# {exc}")
                 continue
             self.transcript.write("<", line)
-            line = line.rstrip("\r")
-            if self.prefix and line.startswith(self.prefix):
-                line = line[len(self.prefix) :]
-            if line == "R" or (line.startswith("R") and len(split(line)) == 1):
-                self._r_seen = True
-                if self.raw:
-                    self.emit(line)
+            line = self._unprefixed(line.rstrip("\r"))
+            if _is_r_line(line):
+                self._note_r(line)
                 continue
             return line
+
+    def _unprefixed(self, line: str) -> str:
+        """``line`` less the response prefix (when it starts with it)."""
+        if self.prefix and line.startswith(self.prefix):
+            return line[len(self.prefix) :]
+        return line
+
+    def _note_r(self, line: str) -> None:
+        """Note an ``R`` line (shown in raw mode)."""
+        self._r_seen = True
+        if self.raw:
+            self.emit(line)
 
     def _reply(self) -> str:
         """Wait for the reply to the request just sent (Ctrl-C stops waiting)."""
@@ -295,22 +303,31 @@ class Shell:
             fields = split(reply)
             note = f"  # request id {new_id}" if new_id else ""
             self.emit((reply if self.raw else readable(fields)) + note)
-            cmd = words[0].upper() if words else ""
-            if cmd == "RESULTS" and len(fields) == 2 and fields[0] == "S" and fields[1].isdigit():
-                for _ in range(int(fields[1])):
-                    self._result_line(self._reply(), label=False)
-            elif cmd == "RESPONSE_PREFIX" and fields == ["S"] and len(words) == 2:
-                self.prefix = words[1]
-            elif cmd == "QUIT" and fields[:1] == ["S"]:
-                self._quitting = True
-            elif (
-                fields == ["S"]
-                and cmd not in SYNC_BUILTINS
-                and len(words) >= 2
-                and parse_reqid(words[1]) is not None
-            ):
-                self.pending.add(words[1])
+            self._after_reply(words, fields)
             return fields
+
+    def _after_reply(self, words: Sequence[str], fields: list[str]) -> None:
+        """What a reply changes: RESULTS lines to read, the prefix, quitting, a pending id."""
+        cmd = words[0].upper() if words else ""
+        if cmd == "RESULTS":  # a synchronous command: nothing else to note
+            for _ in range(_results_count(fields)):
+                self._result_line(self._reply(), label=False)
+        elif cmd == "RESPONSE_PREFIX" and fields == ["S"] and len(words) == 2:
+            self.prefix = words[1]
+        elif cmd == "QUIT" and fields[:1] == ["S"]:
+            self._quitting = True
+        elif self._is_async_request(cmd, words, fields):
+            self.pending.add(words[1])
+
+    @staticmethod
+    def _is_async_request(cmd: str, words: Sequence[str], fields: list[str]) -> bool:
+        """True for an accepted request whose result comes later (it has a request id)."""
+        return (
+            fields == ["S"]
+            and cmd not in SYNC_BUILTINS
+            and len(words) >= 2
+            and parse_reqid(words[1]) is not None
+        )
 
     def poll_results(self) -> int:
         """Send RESULTS and print each result; return how many arrived."""
@@ -334,20 +351,30 @@ class Shell:
                 with self._io:
                     if self._stop.is_set():
                         return
-                    self._drain_unsolicited()
-                    due = self.poll > 0 and self.pending and time.monotonic() >= next_poll
-                    if self._r_seen or due:
-                        self.poll_results()
-                        next_poll = time.monotonic() + self.poll
+                    next_poll = self._poll_once(next_poll)
             except ServerGone:
-                if self._quitting or self._stop.is_set():
-                    return
-                self._gone.set()
-                if self._at_prompt:
-                    signal.pthread_kill(self._main_ident, signal.SIGUSR1)
+                self._poller_lost_server()
                 return
             except Exception as exc:  # keep the session usable whatever happens
                 self.emit(f"# poller error: {exc!r}")
+
+    def _poll_once(self, next_poll: float) -> float:
+        """Show unsolicited lines; send RESULTS after an R, or when results are pending
+        and the poll interval has passed; the time of the next poll."""
+        self._drain_unsolicited()
+        due = self.poll > 0 and self.pending and time.monotonic() >= next_poll
+        if self._r_seen or due:
+            self.poll_results()
+            return time.monotonic() + self.poll
+        return next_poll
+
+    def _poller_lost_server(self) -> None:
+        """The server went away under the poller: tell the prompt (unless quitting)."""
+        if self._quitting or self._stop.is_set():
+            return
+        self._gone.set()
+        if self._at_prompt:
+            signal.pthread_kill(self._main_ident, signal.SIGUSR1)
 
     # ---- commands ---------------------------------------------------------------------------
 
@@ -405,25 +432,8 @@ class Shell:
         if client is None:
             return 1
         if asked and not self._quitting and client.poll() is None:
-            try:
-                with self._io:
-                    self._quitting = True
-                    self._send("QUIT")
-                    reply = self._receive(5.0)
-                    if reply is not None:
-                        self._show(reply)
-            except ServerGone:
-                pass
-        try:
-            code = client.proc.wait(5)
-        except subprocess.TimeoutExpired:
-            self.emit("# the server did not exit; terminating it")
-            client.proc.terminate()
-            try:
-                code = client.proc.wait(3)
-            except subprocess.TimeoutExpired:
-                client.proc.kill()
-                code = client.proc.wait()
+            self._quit()
+        code = self._wait_exit(client)
         how = describe_exit(code)
         self.transcript.write("#", f"server {how}")
         if asked:
@@ -433,6 +443,31 @@ class Shell:
         client.close()
         self.transcript.close()
         return 0 if asked and code == 0 else 1
+
+    def _quit(self) -> None:
+        """Send QUIT and show its reply (if it comes within 5 s)."""
+        try:
+            with self._io:
+                self._quitting = True
+                self._send("QUIT")
+                reply = self._receive(5.0)
+                if reply is not None:
+                    self._show(reply)
+        except ServerGone:
+            pass
+
+    def _wait_exit(self, client: GahpClient) -> int:
+        """The server's exit status: waited for, then terminated, then killed."""
+        try:
+            return client.proc.wait(5)
+        except subprocess.TimeoutExpired:
+            self.emit("# the server did not exit; terminating it")
+            client.proc.terminate()
+        try:
+            return client.proc.wait(3)
+        except subprocess.TimeoutExpired:
+            client.proc.kill()
+            return client.proc.wait()
 
     def run(self) -> int:
         """The prompt loop; returns the shell's exit status."""
@@ -446,7 +481,11 @@ class Shell:
             return 1
         poller = threading.Thread(target=self._poller, name="gahp-shell-poller", daemon=True)
         poller.start()
-        asked = True
+        return self.finish(self._prompt_loop())
+
+    def _prompt_loop(self) -> bool:
+        """Read and act on input lines until the end; False when the server went away
+        unasked."""
         while True:
             try:
                 self._at_prompt = True
@@ -455,26 +494,33 @@ class Shell:
                 line = input(PROMPT)
                 self._at_prompt = False
                 if not self.handle(line):
-                    break
+                    return True
             except EOFError:
                 self._at_prompt = False
                 self.emit("")
-                break
+                return True
             except KeyboardInterrupt:
                 was_prompt, self._at_prompt = self._at_prompt, False
                 self.emit("^C" if was_prompt else "# interrupted: stopped waiting for the reply")
             except ServerGone:
                 self._at_prompt = False
-                if self._quitting:
-                    break
-                asked = False
-                break
+                return self._quitting
             finally:
                 self._at_prompt = False
             if self._gone.is_set():
-                asked = False
-                break
-        return self.finish(asked)
+                return False
+
+
+def _is_r_line(line: str) -> bool:
+    """True for an ``R`` line (``R`` alone, or one field starting with R)."""
+    return line == "R" or (line.startswith("R") and len(split(line)) == 1)
+
+
+def _results_count(fields: list[str]) -> int:
+    """The count of a RESULTS reply (``S <count>``); 0 for any other reply."""
+    if len(fields) == 2 and fields[0] == "S" and fields[1].isdigit():
+        return int(fields[1])
+    return 0
 
 
 def _raise_gone(signum: int, frame: FrameType | None) -> None:

@@ -367,16 +367,7 @@ class GahpConformance:
             while lines.count("S") < 3 or "R" not in lines:
                 lines.append(c.read_line(timeout=30).rstrip("\r"))
             assert lines.count("R") == 1, f"{lines}: not one R before RESULTS"
-            results: list[list[str]] = []
-            while True:  # RESULTS after each R, as HTCondor does, until all three are in
-                c.send("RESULTS")
-                head = c.read_line().rstrip("\r")
-                assert head.startswith("S "), f"{head!r}: an R before the RESULTS reply"
-                results += [c.read_fields() for _ in range(int(head[2:]))]
-                if len(results) == 3:
-                    break
-                line = c.read_fields(timeout=30)
-                assert line == ["R"], f"{line!r} where one R was due (results so far {results})"
+            results = self._results_after_each_r(c, 3)
             ids = sorted(r[0] for r in results)
             assert ids == ["1", "2", "3"], f"results of ids {ids}, not 1 2 3: {results}"
             self._check_probe_results(results)
@@ -386,6 +377,21 @@ class GahpConformance:
             line = c.read_fields()
             assert line == ["S"], f"a probe after ASYNC_MODE_OFF: {line!r} (an R?), not S"
             c.wait_results(["4"])  # and no R in between (read_line would have returned it)
+
+    @staticmethod
+    def _results_after_each_r(c: GahpClient | InProcessClient, count: int) -> list[list[str]]:
+        """``RESULTS`` after each ``R``, as HTCondor does, until ``count`` results are in;
+        one ``R`` due between two replies, none before a reply."""
+        results: list[list[str]] = []
+        while True:
+            c.send("RESULTS")
+            head = c.read_line().rstrip("\r")
+            assert head.startswith("S "), f"{head!r}: an R before the RESULTS reply"
+            results += [c.read_fields() for _ in range(int(head[2:]))]
+            if len(results) == count:
+                return results
+            line = c.read_fields(timeout=30)
+            assert line == ["R"], f"{line!r} where one R was due (results so far {results})"
 
     def test_prefix_applies_to_r_and_results(self) -> None:
         with self.client() as c:

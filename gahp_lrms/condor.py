@@ -46,7 +46,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -370,53 +370,79 @@ def job_info_from_ad(ad: Mapping[str, Any]) -> JobInfo:
     history query)."""
     raw = ad.get("JobStatus")
     state = _CONDOR_STATES.get(raw) if isinstance(raw, int) else None
-    if state is None:
+    if state is None or not isinstance(raw, int):
         raise DriverError(f"unexpected HTCondor JobStatus {raw!r}")
-    wall = _number(ad, "RemoteWallClockTime")
-    start, now = _number(ad, "JobCurrentStartDate"), _number(ad, "ServerTime")
-    if raw in (2, 6) and start and now:
-        wall = (wall or 0.0) + max(0.0, now - start)
     common: dict[str, Any] = {
-        "wallclock_s": wall,
+        "wallclock_s": _wallclock(ad, raw),
         "user_cpu_s": _number(ad, "RemoteUserCpu"),
         "sys_cpu_s": _number(ad, "RemoteSysCpu"),
         "worker_node": _host(ad),
     }
-    if state is JobStatus.HELD:
-        held = "suspended" if raw == 7 else str(ad.get("HoldReason") or "held")
-        return JobInfo(state, hold_reason=held, **common)
-    if state is JobStatus.REMOVED:
-        why = str(ad.get("RemoveReason") or "removed")
-        limit = ad.get("GahpRuntimeLimit")
-        if isinstance(limit, int) and "PeriodicRemove" in why:
-            return JobInfo(
-                JobStatus.COMPLETED,
-                exit_reason=f"wall-clock time limit exceeded ({limit} s)",
-                **common,
-            )
-        return JobInfo(state, exit_reason=why, **common)
-    if state is JobStatus.COMPLETED:
-        if ad.get("ExitBySignal") is True:
-            signal = ad.get("ExitSignal")
-            sig = signal if isinstance(signal, int) else None
-            return JobInfo(state, exit_signal=sig, exit_reason=f"killed by signal {sig}", **common)
-        code = ad.get("ExitCode")
-        exit_code = code if isinstance(code, int) else None
-        failed = f"exited with status {exit_code}" if exit_code else None
-        return JobInfo(state, exit_code=exit_code, exit_reason=failed, **common)
+    finish = _FINISHED_INFO.get(state)
+    if finish is not None:
+        return finish(ad, raw, common)
     return JobInfo(state, **common)
+
+
+def _wallclock(ad: Mapping[str, Any], raw: int) -> float | None:
+    """The job's wall-clock time, with the current run's for a running or
+    transferring job."""
+    wall = _number(ad, "RemoteWallClockTime")
+    start, now = _number(ad, "JobCurrentStartDate"), _number(ad, "ServerTime")
+    if raw in (2, 6) and start and now:
+        wall = (wall or 0.0) + max(0.0, now - start)
+    return wall
+
+
+def _held_info(ad: Mapping[str, Any], raw: int, common: dict[str, Any]) -> JobInfo:
+    held = "suspended" if raw == 7 else str(ad.get("HoldReason") or "held")
+    return JobInfo(JobStatus.HELD, hold_reason=held, **common)
+
+
+def _removed_info(ad: Mapping[str, Any], raw: int, common: dict[str, Any]) -> JobInfo:
+    """A removed job; one the runtime limit removed has completed (the limit exceeded)."""
+    why = str(ad.get("RemoveReason") or "removed")
+    limit = ad.get("GahpRuntimeLimit")
+    if isinstance(limit, int) and "PeriodicRemove" in why:
+        return JobInfo(
+            JobStatus.COMPLETED,
+            exit_reason=f"wall-clock time limit exceeded ({limit} s)",
+            **common,
+        )
+    return JobInfo(JobStatus.REMOVED, exit_reason=why, **common)
+
+
+def _completed_info(ad: Mapping[str, Any], raw: int, common: dict[str, Any]) -> JobInfo:
+    state = JobStatus.COMPLETED
+    if ad.get("ExitBySignal") is True:
+        signal = ad.get("ExitSignal")
+        sig = signal if isinstance(signal, int) else None
+        return JobInfo(state, exit_signal=sig, exit_reason=f"killed by signal {sig}", **common)
+    code = ad.get("ExitCode")
+    exit_code = code if isinstance(code, int) else None
+    failed = f"exited with status {exit_code}" if exit_code else None
+    return JobInfo(state, exit_code=exit_code, exit_reason=failed, **common)
+
+
+_FINISHED_INFO: dict[JobStatus, Callable[[Mapping[str, Any], int, dict[str, Any]], JobInfo]] = {
+    JobStatus.HELD: _held_info,
+    JobStatus.REMOVED: _removed_info,
+    JobStatus.COMPLETED: _completed_info,
+}
 
 
 def _worst(infos: Sequence[JobInfo]) -> JobInfo:
     """The state of a cluster from its procs' (Ninf-G's rule: the least advanced wins; a
     finished cluster's exit is its first failing proc's, removed procs count as done)."""
+    by_status: dict[JobStatus, list[JobInfo]] = {}
+    for info in infos:
+        by_status.setdefault(info.status, []).append(info)
     for status in (JobStatus.HELD, JobStatus.IDLE, JobStatus.RUNNING):
-        found = [i for i in infos if i.status is status]
-        if found:
-            return found[0]
-    if all(i.status is JobStatus.REMOVED for i in infos):
+        if status in by_status:
+            return by_status[status][0]
+    if len(by_status.get(JobStatus.REMOVED, ())) == len(infos):
         return infos[0]
-    done = [i for i in infos if i.status is JobStatus.COMPLETED]
+    done = by_status.get(JobStatus.COMPLETED, [])
     failed = [i for i in done if i.exit_code or i.exit_signal]
     return (failed or done)[0]
 

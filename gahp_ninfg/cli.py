@@ -22,6 +22,26 @@ from collections.abc import Sequence
 
 from gahp_core import __version__, main_for_backend
 
+# Environment settings passed on as driver options: (variable, option key, the drivers
+# that take it; bin_dir: every batch system's, not fork's nor HTCondor's).
+_ENV_OPTIONS: tuple[tuple[str, str, frozenset[str]], ...] = (
+    ("NG_INVOKE_BIN_DIR", "bin_dir", frozenset({"slurm", "sge", "pbs", "lsf"})),
+    ("NG_INVOKE_SLURM_CONF", "slurm_conf", frozenset({"slurm", "pbs"})),
+    ("NG_INVOKE_CONDOR_SCHEDD", "schedd_name", frozenset({"condor"})),
+    ("NG_INVOKE_CONDOR_COLLECTOR", "collector", frozenset({"condor"})),
+    ("NG_INVOKE_SGE_PE", "parallel_environment", frozenset({"sge"})),
+)
+
+
+def _driver_options(driver: str) -> list[str]:
+    """``--driver-option KEY=VALUE`` for each environment setting that applies to ``driver``."""
+    inner: list[str] = []
+    for var, key, drivers in _ENV_OPTIONS:
+        value = os.environ.get(var)
+        if value and driver in drivers:
+            inner += ["--driver-option", f"{key}={value}"]
+    return inner
+
 
 def _run(driver: str, prog: str, argv: Sequence[str] | None) -> None:
     parser = argparse.ArgumentParser(prog=prog, description=f"Ninf-G invoke server ({driver})")
@@ -32,22 +52,7 @@ def _run(driver: str, prog: str, argv: Sequence[str] | None) -> None:
     inner = ["--driver", driver, *(f"--ignored-argument={a}" for a in unknown)]
     if args.l:
         inner += ["--log", args.l]
-    bin_dir = os.environ.get("NG_INVOKE_BIN_DIR")
-    if driver not in ("fork", "condor") and bin_dir:
-        inner += ["--driver-option", f"bin_dir={bin_dir}"]
-    conf = os.environ.get("NG_INVOKE_SLURM_CONF")
-    if driver in ("slurm", "pbs") and conf:
-        inner += ["--driver-option", f"slurm_conf={conf}"]
-    for var, key in (
-        ("NG_INVOKE_CONDOR_SCHEDD", "schedd_name"),
-        ("NG_INVOKE_CONDOR_COLLECTOR", "collector"),
-    ):
-        value = os.environ.get(var)
-        if driver == "condor" and value:
-            inner += ["--driver-option", f"{key}={value}"]
-    pe = os.environ.get("NG_INVOKE_SGE_PE")
-    if driver == "sge" and pe:
-        inner += ["--driver-option", f"parallel_environment={pe}"]
+    inner += _driver_options(driver)
     main_for_backend("ninfg", inner, prog=prog, log_env="NG_INVOKE_SERVER_LOG")
 
 

@@ -36,37 +36,50 @@ def parse_condor_options(lines: Sequence[str]) -> tuple[tuple[str, str], ...]:
     seen: set[str] = set()
     options = []
     for line in lines:
-        name, _, value = line.strip().partition(" ")
-        value = value.strip()
-        shown = line if len(line) <= 80 else line[:80] + "..."
-        if not name or not value:
-            raise AttributeProblem(f"condor_option {shown!r} is not '<name> <value>'")
-        if not _NAME.match(name):
-            raise AttributeProblem(
-                f"condor_option {shown!r}: {name!r} is not a submit command name"
-                " ([+]letters, digits, '_' and '.', at most 64)"
-            )
-        if len(value) > MAX_VALUE:
-            raise AttributeProblem(
-                f"condor_option {name}: the value is longer than {MAX_VALUE} characters"
-            )
-        if _CONTROL.search(value):
-            raise AttributeProblem(f"condor_option {name}: the value has a control character")
+        name, value = _condor_option(line)
         key = name.lower()
-        if key in RESERVED:
-            raise AttributeProblem(
-                f"condor_option {name}: set by the invoke server from the request, not an option"
-            )
-        if key == "universe" and value.lower() not in UNIVERSES:
-            raise AttributeProblem(
-                f"condor_option universe {value}: only {', '.join(sorted(UNIVERSES))} jobs"
-                " (the executable runs from a shared filesystem)"
-            )
         if key in seen:
             raise AttributeProblem(f"condor_option {name} is given twice")
         seen.add(key)
         options.append((name, value))
     return tuple(options)
+
+
+def _condor_option(line: str) -> tuple[str, str]:
+    """One ``condor_option`` line as ``(name, value)``, or the :class:`AttributeProblem`
+    saying what is wrong with it."""
+    name, _, value = line.strip().partition(" ")
+    value = value.strip()
+    shown = line if len(line) <= 80 else line[:80] + "..."
+    if not name or not value:
+        raise AttributeProblem(f"condor_option {shown!r} is not '<name> <value>'")
+    if not _NAME.match(name):
+        raise AttributeProblem(
+            f"condor_option {shown!r}: {name!r} is not a submit command name"
+            " ([+]letters, digits, '_' and '.', at most 64)"
+        )
+    if len(value) > MAX_VALUE:
+        raise AttributeProblem(
+            f"condor_option {name}: the value is longer than {MAX_VALUE} characters"
+        )
+    if _CONTROL.search(value):
+        raise AttributeProblem(f"condor_option {name}: the value has a control character")
+    _check_condor_key(name, value)
+    return name, value
+
+
+def _check_condor_key(name: str, value: str) -> None:
+    """Refuse a submit command the server writes itself, and a universe it does not run."""
+    key = name.lower()
+    if key in RESERVED:
+        raise AttributeProblem(
+            f"condor_option {name}: set by the invoke server from the request, not an option"
+        )
+    if key == "universe" and value.lower() not in UNIVERSES:
+        raise AttributeProblem(
+            f"condor_option universe {value}: only {', '.join(sorted(UNIVERSES))} jobs"
+            " (the executable runs from a shared filesystem)"
+        )
 
 
 def cluster_id(natives: Sequence[str]) -> str | None:

@@ -69,41 +69,45 @@ class NinfgDialect(Dialect):
         return _take(self._err)
 
     def _handle(self, framed: bytes | None) -> None:
-        out = self._out
         if framed is not None and log.isEnabledFor(logging.DEBUG):
             log.debug("request: %s", masked_request(framed))
+        found = self._command(framed)
+        if isinstance(found, str):
+            self._out.append(reply(False, (found,)))
+        else:
+            self._out.append(self._call(*found))
+
+    def _command(self, framed: bytes | None) -> tuple[Command, tuple] | str:
+        """The command a framed request names and its arguments, or why it is refused."""
         if framed is None:
-            out.append(reply(False, ("request too long",)))
-            return
+            return "request too long"
         request = parse_request(framed)
         if request is None:
-            out.append(reply(False, ("empty request",)))
-            return
+            return "empty request"
         cmd = self.runtime.commands.get(request.command)
         if cmd is None or cmd.asynchronous:
             log.info("unknown request %s", request.command[:80])
-            out.append(reply(False, (f"unknown request {request.command[:80]}",)))
-            return
-        args: tuple = request.args
-        if request.attributes:
-            args = (*request.args, request.attributes)
+            return f"unknown request {request.command[:80]}"
         if not cmd.accepts(len(request.args)):
-            out.append(reply(False, (f"wrong number of arguments for {cmd.name}",)))
-            return
+            return f"wrong number of arguments for {cmd.name}"
+        if request.attributes:
+            return cmd, (*request.args, request.attributes)
+        return cmd, request.args
+
+    @staticmethod
+    def _call(cmd: Command, args: tuple) -> str:
+        """The reply to one request: the command's result, or its failure in words."""
         try:
             result = cmd.handler(args)
         except (BadRequest, Refused) as exc:
-            out.append(reply(False, (str(exc) or cmd.name + " failed",)))
-            return
+            return reply(False, (str(exc) or cmd.name + " failed",))
         except Exception as exc:
             log.exception("request %s failed", cmd.name)
-            out.append(reply(False, (str(exc) or type(exc).__name__,)))
-            return
+            return reply(False, (str(exc) or type(exc).__name__,))
         if isinstance(result, MultiLine):
-            out.append("".join(format_line((line,)) for line in result.lines))
-        else:
-            fields = (result,) if isinstance(result, str) else tuple(str(f) for f in result or ())
-            out.append(reply(True, fields))
+            return "".join(format_line((line,)) for line in result.lines)
+        fields = (result,) if isinstance(result, str) else tuple(str(f) for f in result or ())
+        return reply(True, fields)
 
     def notify(self, fields: Sequence[str]) -> None:
         """A notification on stderr, unless the server is stopping (EXIT, EOF)."""

@@ -69,23 +69,21 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
-    try:
-        faults = [parse_fault_spec(s) for s in args.fault]
-        srv = EmulatorServer(
-            state_dir=args.state_dir, host=args.host, port=args.port, job_delay=args.job_delay,
-            volunteers=args.volunteers, quorum=args.quorum, project_path=args.project_path,
-            allow_remote=args.allow_remote, inline_apps=args.inline_apps, paused=args.paused,
-            completed_job_mode=args.completed_job_mode,
-            mod_time_resolution=args.mod_time_resolution,
-            expire_batches=args.expire and not args.no_expire,
-            log=sys.stderr if args.verbose else None,
-        )
-    except ValueError as e:
-        print(f"boinc-emulator: {e}", file=sys.stderr)
-        return 2
-    stop = threading.Event()
+def _server(args: argparse.Namespace) -> EmulatorServer:
+    """The emulator the command line describes (ValueError for a bad setting)."""
+    return EmulatorServer(
+        state_dir=args.state_dir, host=args.host, port=args.port, job_delay=args.job_delay,
+        volunteers=args.volunteers, quorum=args.quorum, project_path=args.project_path,
+        allow_remote=args.allow_remote, inline_apps=args.inline_apps, paused=args.paused,
+        completed_job_mode=args.completed_job_mode,
+        mod_time_resolution=args.mod_time_resolution,
+        expire_batches=args.expire and not args.no_expire,
+        log=sys.stderr if args.verbose else None,
+    )
+
+
+def _handle_signals(srv: EmulatorServer, stop: threading.Event) -> None:
+    """SIGUSR1/SIGUSR2 pause and resume the volunteer; SIGTERM and SIGINT set ``stop``."""
 
     def on_signal(signum: int, frame: FrameType | None) -> None:
         if signum == getattr(signal, "SIGUSR1", None):
@@ -98,6 +96,29 @@ def main(argv: Sequence[str] | None = None) -> int:
     for name in ("SIGTERM", "SIGINT", "SIGUSR1", "SIGUSR2"):
         if hasattr(signal, name):
             signal.signal(getattr(signal, name), on_signal)
+
+
+def _user_lines(srv: EmulatorServer, specs: Sequence[str]) -> list[str]:
+    """Create the ``--add-user`` users; one ``USER name authenticator`` line each."""
+    lines = []
+    for spec in specs:
+        name, *flags = spec.split(":")
+        auth = next((f for f in flags if f and f != "nosubmit"), None)
+        lines.append(f"USER {name} "
+                     f"{srv.add_user(name, 'nosubmit' not in flags, authenticator=auth)}")
+    return lines
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        faults = [parse_fault_spec(s) for s in args.fault]
+        srv = _server(args)
+    except ValueError as e:
+        print(f"boinc-emulator: {e}", file=sys.stderr)
+        return 2
+    stop = threading.Event()
+    _handle_signals(srv, stop)
     try:
         srv.start()
     except OSError as e:
@@ -107,12 +128,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         for f in faults:
             srv.inject_fault(f.kind, f.count, f.rpc, f.seconds)
         lines = [f"URL {srv.url}", f"AUTHENTICATOR {srv.authenticator}"]
-        for spec in args.add_user:
-            name, *flags = spec.split(":")
-            auth = next((f for f in flags if f and f != "nosubmit"), None)
-            lines.append(f"USER {name} "
-                         f"{srv.add_user(name, 'nosubmit' not in flags, authenticator=auth)}")
-        print("\n".join(lines), flush=True)
+        print("\n".join(lines + _user_lines(srv, args.add_user)), flush=True)
         print(f"boinc-emulator: serving {srv.url} (state in {srv.state_dir}); "
               "stop with Ctrl-C or SIGTERM", file=sys.stderr, flush=True)
         while not stop.wait(0.5):

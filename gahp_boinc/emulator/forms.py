@@ -38,36 +38,49 @@ def header_params(value: str) -> tuple[str, dict[str, str]]:
     return main, params
 
 
+def _strip_newline(data: bytes) -> bytes:
+    """``data`` less one trailing CRLF or LF."""
+    if data.endswith(b"\r\n"):
+        return data[:-2]
+    if data.endswith(b"\n"):
+        return data[:-1]
+    return data
+
+
+def _split_part(chunk: bytes) -> tuple[str, bytes] | None:
+    """A part's header block and data, or None when it has no blank line after its headers."""
+    chunk = chunk[2:] if chunk.startswith(b"\r\n") else chunk.removeprefix(b"\n")
+    sep, skip = chunk.find(b"\r\n\r\n"), 4
+    if sep < 0:
+        sep, skip = chunk.find(b"\n\n"), 2
+        if sep < 0:
+            return None
+    return chunk[:sep].decode("latin-1"), _strip_newline(chunk[sep + skip:])
+
+
+def _disposition(head: str) -> str:
+    """The value of the last Content-Disposition header in a part's header block."""
+    disposition = ""
+    for line in re.split(r"\r?\n", head):
+        name, _, value = line.partition(":")
+        if name.strip().lower() == "content-disposition":
+            disposition = value
+    return disposition
+
+
 def parse_multipart(body: bytes, boundary: str) -> Form:
     """Parse a multipart/form-data body; malformed parts are skipped as PHP does."""
     delim = b"--" + boundary.encode("latin-1")
     fields: dict[str, str] = {}
     files: list[FilePart] = []
-    chunks = body.split(delim)
-    for chunk in chunks[1:]:
+    for chunk in body.split(delim)[1:]:
         if chunk.startswith(b"--"):
             break
-        if chunk.startswith(b"\r\n"):
-            chunk = chunk[2:]
-        elif chunk.startswith(b"\n"):
-            chunk = chunk[1:]
-        sep = chunk.find(b"\r\n\r\n")
-        skip = 4
-        if sep < 0:
-            sep, skip = chunk.find(b"\n\n"), 2
-            if sep < 0:
-                continue
-        head, data = chunk[:sep].decode("latin-1"), chunk[sep + skip:]
-        if data.endswith(b"\r\n"):
-            data = data[:-2]
-        elif data.endswith(b"\n"):
-            data = data[:-1]
-        disposition = ""
-        for line in re.split(r"\r?\n", head):
-            name, _, value = line.partition(":")
-            if name.strip().lower() == "content-disposition":
-                disposition = value
-        _, params = header_params(disposition)
+        part = _split_part(chunk)
+        if part is None:
+            continue
+        head, data = part
+        _, params = header_params(_disposition(head))
         field = params.get("name")
         if field is None:
             continue

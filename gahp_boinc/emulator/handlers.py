@@ -377,17 +377,23 @@ class ProjectPages:
                                "md5": _text(f, "md5")})
         if mode == "local_staged":
             return source
+        return self._store_input(self._input_data(mode, source))
+
+    def _input_data(self, mode: str, source: str) -> bytes:
+        """The content of an input the server stages itself, by its mode."""
         if mode == "inline":
-            data = source.encode()
-        elif mode in ("local", "semilocal"):
+            return source.encode()
+        if mode in ("local", "semilocal"):
             got = read_source(source, self.config.max_file_size)
             if got is None:
                 raise RequestRefused(f"Can't get MD5 of file {source}")
-            data = got
-        elif mode == "sandbox":  # no sandbox here: the server's answer for an unknown name
+            return got
+        if mode == "sandbox":  # no sandbox here: the server's answer for an unknown name
             raise RequestRefused(f"sandbox link file {source} not found")
-        else:
-            raise RequestRefused(f"unsupported file mode: {mode}")
+        raise RequestRefused(f"unsupported file mode: {mode}")
+
+    def _store_input(self, data: bytes) -> str:
+        """Write ``data`` to the download directory under its ``jf_<md5>`` name (once)."""
         name = "jf_" + hashlib.md5(data).hexdigest()
         path = self.store.file_path(name)
         if not path.is_file():
@@ -404,18 +410,22 @@ class ProjectPages:
         line in double quotes, unescaped, then the input files), reads every input file, then
         inserts all jobs at once (a taken name fails the insert)."""
         for j in jobs:
-            staged = [i for i in j.inputs if not i.startswith("{")]
-            words = job_words(f'--command_line "{j.command_line}" ' + " ".join(staged))
-            for src in words[2:]:
-                if not valid_filename(src) or not self.store.file_path(src).is_file():
-                    raise RequestRefused(self._missing_input(src))
-            if words[1:2] != [j.command_line]:
-                raise RequestRefused(f"create_work failed: bad command line for job {j.name}")
+            self._check_job_line(j)
         taken = set(self.store.existing_job_names([j.name for j in jobs]))
         for j in jobs:
             if j.name in taken:
                 raise RequestRefused(self._duplicate_job(j.name, jobs, app_id, batch_id))
             taken.add(j.name)
+
+    def _check_job_line(self, j: NewJob) -> None:
+        """One job's line of words: every staged input readable, the command line intact."""
+        staged = [i for i in j.inputs if not i.startswith("{")]
+        words = job_words(f'--command_line "{j.command_line}" ' + " ".join(staged))
+        for src in words[2:]:
+            if not valid_filename(src) or not self.store.file_path(src).is_file():
+                raise RequestRefused(self._missing_input(src))
+        if words[1:2] != [j.command_line]:
+            raise RequestRefused(f"create_work failed: bad command line for job {j.name}")
 
     def _missing_input(self, name: str) -> str:
         """create_work's report of an input file it cannot read (BOINC 8.3's text)."""
@@ -614,75 +624,91 @@ class ProjectPages:
             raise RequestRefused(
                 f"# of uploaded files ({len(by_field)}) doesn't agree with request ({len(names)})")
         for i, name in enumerate(names):
-            part = by_field.get(f"file_{i}")
-            if part is None:
-                raise RequestRefused(" is not an uploaded file")
-            if len(part.data) > self.config.max_file_size:
-                base = part.filename.replace("\\", "/").rsplit("/", 1)[-1]  # as PHP's $_FILES
-                raise RequestRefused(f"{base} upload failed because: The uploaded file "
-                               "exceeds upload_max_filesize of php.ini.")
-            digest = hashlib.md5(part.data).hexdigest()
-            path = self.store.file_path(name)
-            if path.is_file():
-                jf = self.store.job_file(name)
-                old = jf["md5"] if jf is not None else self._file_md5(name)
-                if old != digest:
-                    raise RequestRefused(f"file immutability violation for {name}")
-            else:
-                tmp = path.with_name(f".{name}.{os.getpid()}.{id(part)}.tmp")
-                tmp.write_bytes(part.data)
-                os.replace(tmp, path)
-            try:
-                jf_id = self.store.insert_job_file(name, digest, len(part.data), delete_time)
-                if batch_id:
-                    self.store.associate(batch_id, jf_id)
-            except sqlite3.IntegrityError:
-                # PHP 8: duplicate row -> uncaught mysqli_sql_exception
-                raise PhpCrash("<upload_files>\n") from None
+            part = self._uploaded_part(by_field.get(f"file_{i}"))
+            self._store_upload(name, part, delete_time, batch_id)
         return responses.upload_files()
+
+    def _uploaded_part(self, part: FilePart | None) -> FilePart:
+        """An uploaded file PHP accepted (present, within upload_max_filesize)."""
+        if part is None:
+            raise RequestRefused(" is not an uploaded file")
+        if len(part.data) > self.config.max_file_size:
+            base = part.filename.replace("\\", "/").rsplit("/", 1)[-1]  # as PHP's $_FILES
+            raise RequestRefused(f"{base} upload failed because: The uploaded file "
+                           "exceeds upload_max_filesize of php.ini.")
+        return part
+
+    def _store_upload(self, name: str, part: FilePart, delete_time: int, batch_id: int) -> None:
+        """Write an uploaded file (an existing one must have the same content) and record it."""
+        digest = hashlib.md5(part.data).hexdigest()
+        path = self.store.file_path(name)
+        if path.is_file():
+            jf = self.store.job_file(name)
+            old = jf["md5"] if jf is not None else self._file_md5(name)
+            if old != digest:
+                raise RequestRefused(f"file immutability violation for {name}")
+        else:
+            tmp = path.with_name(f".{name}.{os.getpid()}.{id(part)}.tmp")
+            tmp.write_bytes(part.data)
+            os.replace(tmp, path)
+        try:
+            jf_id = self.store.insert_job_file(name, digest, len(part.data), delete_time)
+            if batch_id:
+                self.store.associate(batch_id, jf_id)
+        except sqlite3.IntegrityError:
+            # PHP 8: duplicate row -> uncaught mysqli_sql_exception
+            raise PhpCrash("<upload_files>\n") from None
 
     # -- get_output.php / get_output2.php ---------------------------------------------------------
 
     def get_output(self, q: dict[str, str]) -> Reply:
-        cmd = q.get("cmd", "")
-        if cmd == "workunit_file":
-            file_num = php_get_int(q, "file_num")
-            if file_num is None:
-                return responses.missing_arg("file_num")
-            wu_name = q.get("wu_name", "")
-            wu = self.store.wu_by_name(wu_name)
-            if wu is None:
-                return responses.download_error(f"no workunit {wu_name}")
-            owner = self.store.owner_of_wu(wu)
-            if owner is None or owner["authenticator"] != q.get("auth_str"):
-                return responses.download_error("bad authenticator")
-            if not wu["canonical_resultid"]:
-                return responses.download_error(f"no canonical result for wu {wu['name']}")
-            if wu["name"] in self.tamper.output_bytes:
-                return responses.download(self.tamper.output_bytes[wu["name"]], f"{wu_name}_0")
-            res = self.store.result(wu["canonical_resultid"])
-            return self._result_file(res, file_num)
-        if cmd == "result_file":
-            file_num = php_get_int(q, "file_num")
-            if file_num is None:
-                return responses.missing_arg("file_num")
-            name = q.get("result_name", "")
-            res = self.store.result_by_name(name)
-            if res is None:
-                return responses.download_error(f"no job instance {name}")
-            wu = self.store.one("SELECT * FROM workunit WHERE id=?", res["workunit_id"])
-            owner = self.store.owner_of_wu(wu) if wu else None
-            expect = hashlib.md5(
-                ((owner["authenticator"] if owner else "") + res["name"]).encode()
-            ).hexdigest()
-            if owner is None or q.get("auth_str") != expect:
-                return responses.download_error("bad authenticator")
-            return self._result_file(res, file_num)
-        if cmd == "batch_files":
-            return self._batch_files(q)
-        if cmd == "workunit_files":
-            return self._workunit_files(q)
-        return responses.plain("bad command\n")
+        commands: dict[str, Callable[[dict[str, str]], Reply]] = {
+            "workunit_file": self._workunit_file,
+            "result_file": self._signed_result_file,
+            "batch_files": self._batch_files,
+            "workunit_files": self._workunit_files,
+        }
+        command = commands.get(q.get("cmd", ""))
+        return command(q) if command is not None else responses.plain("bad command\n")
+
+    def _workunit_file(self, q: dict[str, str]) -> Reply:
+        """cmd=workunit_file: an output of a job's canonical instance (the owner's
+        authenticator as ``auth_str``)."""
+        file_num = php_get_int(q, "file_num")
+        if file_num is None:
+            return responses.missing_arg("file_num")
+        wu_name = q.get("wu_name", "")
+        wu = self.store.wu_by_name(wu_name)
+        if wu is None:
+            return responses.download_error(f"no workunit {wu_name}")
+        owner = self.store.owner_of_wu(wu)
+        if owner is None or owner["authenticator"] != q.get("auth_str"):
+            return responses.download_error("bad authenticator")
+        if not wu["canonical_resultid"]:
+            return responses.download_error(f"no canonical result for wu {wu['name']}")
+        if wu["name"] in self.tamper.output_bytes:
+            return responses.download(self.tamper.output_bytes[wu["name"]], f"{wu_name}_0")
+        res = self.store.result(wu["canonical_resultid"])
+        return self._result_file(res, file_num)
+
+    def _signed_result_file(self, q: dict[str, str]) -> Reply:
+        """cmd=result_file: an output of a job instance (``auth_str`` = md5(authenticator +
+        instance name))."""
+        file_num = php_get_int(q, "file_num")
+        if file_num is None:
+            return responses.missing_arg("file_num")
+        name = q.get("result_name", "")
+        res = self.store.result_by_name(name)
+        if res is None:
+            return responses.download_error(f"no job instance {name}")
+        wu = self.store.one("SELECT * FROM workunit WHERE id=?", res["workunit_id"])
+        owner = self.store.owner_of_wu(wu) if wu else None
+        expect = hashlib.md5(
+            ((owner["authenticator"] if owner else "") + res["name"]).encode()
+        ).hexdigest()
+        if owner is None or q.get("auth_str") != expect:
+            return responses.download_error("bad authenticator")
+        return self._result_file(res, file_num)
 
     def _signed(self, user_id: int, thing: int, q: dict[str, str]) -> bool:
         """get_output.php's signature: ``auth_str`` = md5(authenticator + id)."""
@@ -760,42 +786,49 @@ class ProjectPages:
             "SELECT id FROM user WHERE authenticator=?", cookie_auth
         ) is not None:
             q = {**q, "auth": cookie_auth}
-        cmd = q.get("cmd", "")
+        commands = {"workunit": self._output2_workunit, "file": self._output2_file}
+        command = commands.get(q.get("cmd", ""))
+        if command is None:
+            return responses.plain("bad cmd\n")
         try:
-            if cmd == "workunit":
-                wu_id = php_get_int(q, "wu_id")
-                if wu_id is None:
-                    return responses.missing_arg("wu_id")
-                wu = self.store.one("SELECT * FROM workunit WHERE id=?", wu_id)
-                if wu is None:
-                    return responses.plain("no workunit for ")  # sic: BOINC 8.3 omits the id
-                self._check_auth2(wu, q)
-                if not wu["canonical_resultid"]:
-                    # the archive of no instance's outputs: an empty ".zip"
-                    return responses.download(b"", ".zip")
-                return self._bundle(self.store.result(wu["canonical_resultid"]))
-            if cmd == "file":
-                file_num = php_get_int(q, "file_num")
-                if file_num is None:
-                    return responses.missing_arg("file_num")
-                result_id = php_get_int(q, "result_id")
-                if result_id is None:
-                    return responses.missing_arg("result_id")
-                res = self.store.result(result_id)
-                if res is None:
-                    return responses.plain(f"no result {result_id}")
-                wu = self.store.one("SELECT * FROM workunit WHERE id=?", res["workunit_id"])
-                self._check_auth2(wu, q)
-                if wu is not None and wu["name"] in self.tamper.output_bytes:
-                    data = self.tamper.output_bytes[wu["name"]]
-                    return responses.download(data, f"{res['name']}__out")
-                outs = self._outputs(res)
-                if not 0 <= file_num < len(outs):
-                    return responses.broken_download(f"{res['name']}__", 4096)
-                return self._named_file(res, outs[file_num])
+            return command(q)
         except RequestRefused as e:
             return responses.download_error(e.msg)
-        return responses.plain("bad cmd\n")
+
+    def _output2_workunit(self, q: dict[str, str]) -> Reply:
+        """get_output2.php?cmd=workunit: the outputs of a job's canonical instance."""
+        wu_id = php_get_int(q, "wu_id")
+        if wu_id is None:
+            return responses.missing_arg("wu_id")
+        wu = self.store.one("SELECT * FROM workunit WHERE id=?", wu_id)
+        if wu is None:
+            return responses.plain("no workunit for ")  # sic: BOINC 8.3 omits the id
+        self._check_auth2(wu, q)
+        if not wu["canonical_resultid"]:
+            # the archive of no instance's outputs: an empty ".zip"
+            return responses.download(b"", ".zip")
+        return self._bundle(self.store.result(wu["canonical_resultid"]))
+
+    def _output2_file(self, q: dict[str, str]) -> Reply:
+        """get_output2.php?cmd=file: one output file of a job instance."""
+        file_num = php_get_int(q, "file_num")
+        if file_num is None:
+            return responses.missing_arg("file_num")
+        result_id = php_get_int(q, "result_id")
+        if result_id is None:
+            return responses.missing_arg("result_id")
+        res = self.store.result(result_id)
+        if res is None:
+            return responses.plain(f"no result {result_id}")
+        wu = self.store.one("SELECT * FROM workunit WHERE id=?", res["workunit_id"])
+        self._check_auth2(wu, q)
+        if wu is not None and wu["name"] in self.tamper.output_bytes:
+            data = self.tamper.output_bytes[wu["name"]]
+            return responses.download(data, f"{res['name']}__out")
+        outs = self._outputs(res)
+        if not 0 <= file_num < len(outs):
+            return responses.broken_download(f"{res['name']}__", 4096)
+        return self._named_file(res, outs[file_num])
 
     def _check_auth2(self, wu: sqlite3.Row | None, q: dict[str, str]) -> None:
         owner = self.store.owner_of_wu(wu) if wu is not None else None
@@ -837,13 +870,10 @@ class ProjectPages:
         result_id, index = php_get_int(q, "result_id"), php_get_int(q, "index")
         if result_id is None or index is None:
             return responses.redirect("missing_arg_result_id.html")
-        res = self.store.result(result_id)
-        if res is None:
-            return responses.error_page("no result")
-        wu = self.store.one("SELECT * FROM workunit WHERE id=?", res["workunit_id"])
-        batch = self.store.batch(wu["batch_id"]) if wu is not None else None
-        if wu is None or batch is None or batch["user_id"] != user["id"]:
-            return responses.error_page("not owner")
+        found = self._owned_result(result_id, user)
+        if isinstance(found, Reply):
+            return found
+        res, wu = found
         outs = self._outputs(res)
         if not 0 <= index < len(outs):
             return responses.error_page("bad index")
@@ -856,6 +886,19 @@ class ProjectPages:
         # a missing file: BOINC announces and sends nothing
         data = path.read_bytes() if path.is_file() else b""
         return responses.download(data, path.name)
+
+    def _owned_result(
+        self, result_id: int, user: sqlite3.Row,
+    ) -> tuple[sqlite3.Row, sqlite3.Row] | Reply:
+        """A result of ``user``'s and its job, or the error page get_output3.php shows."""
+        res = self.store.result(result_id)
+        if res is None:
+            return responses.error_page("no result")
+        wu = self.store.one("SELECT * FROM workunit WHERE id=?", res["workunit_id"])
+        batch = self.store.batch(wu["batch_id"]) if wu is not None else None
+        if wu is None or batch is None or batch["user_id"] != user["id"]:
+            return responses.error_page("not owner")
+        return res, wu
 
     def _collected_batch(self, q: dict[str, str], user: sqlite3.Row, kind: str) -> Reply:
         """get_output3.php?action=get_batch_zip|get_batch_tar (``kind``: zip or tar): the

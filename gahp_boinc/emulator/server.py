@@ -66,6 +66,23 @@ def _accepts_gzip(value: str) -> bool:
     return False
 
 
+def _rpc_name(endpoint: str, request: str) -> str:
+    """The name a request is counted and faulted under: the root tag of an RPC's
+    request document, else the page's name."""
+    if endpoint in ("submit_rpc_handler.php", "job_file.php"):
+        m = _ROOT_TAG.match(request.encode("utf-8", "replace"))
+        if m:
+            return m.group(1).decode()
+    return endpoint.removesuffix(".php")
+
+
+def _status_line(reply: Reply) -> str:
+    """The status line: a crashed PHP's is Apache's bare HTTP/1.0 500."""
+    if reply.crashed:
+        return "HTTP/1.0 500 Internal Server Error"
+    return f"HTTP/1.1 {reply.status} {HTTPStatus(reply.status).phrase}"
+
+
 class _HTTPServer(ThreadingHTTPServer):
     daemon_threads = True
     # Every reply closes its connection (as the reference server does), so a burst of
@@ -109,26 +126,32 @@ class _Handler(BaseHTTPRequestHandler):
         """The POST body, or None when larger than post_max_size (PHP then drops it)."""
         limit = self.server.emu.config.max_post_size
         if "chunked" in self.headers.get("Transfer-Encoding", "").lower():
-            chunks, total = [], 0
-            while True:
-                size = int(self.rfile.readline().split(b";")[0].strip() or b"0", 16)
-                if size == 0:
-                    while self.rfile.readline().strip():
-                        pass
-                    break
-                chunks.append(self.rfile.read(size))
-                self.rfile.readline()
-                total += size
-            return b"".join(chunks) if total <= limit else None
+            body, total = self._read_chunked()
+            return body if total <= limit else None
         length = int(self.headers.get("Content-Length") or 0)
         if length <= limit:
             return self.rfile.read(length)
+        self._discard(length)
+        return None
+
+    def _read_chunked(self) -> tuple[bytes, int]:
+        """A chunked body and the sum of its declared chunk sizes; the trailer is dropped."""
+        chunks, total = [], 0
+        while size := int(self.rfile.readline().split(b";")[0].strip() or b"0", 16):
+            chunks.append(self.rfile.read(size))
+            self.rfile.readline()
+            total += size
+        while self.rfile.readline().strip():
+            pass
+        return b"".join(chunks), total
+
+    def _discard(self, length: int) -> None:
+        """Read and drop ``length`` bytes of body (or up to the end of the stream)."""
         while length > 0:
             chunk = self.rfile.read(min(length, 1 << 20))
             if not chunk:
                 break
             length -= len(chunk)
-        return None
 
     def _dispatch(self, body: bytes | None) -> None:
         emu = self.server.emu
@@ -138,14 +161,9 @@ class _Handler(BaseHTTPRequestHandler):
                 self._send(self._not_found())
                 return
             endpoint = url.path[len(emu.project_path):]
-            query = parse_query(url.query)
             form = parse_form(self.headers.get("Content-Type", ""), body) if body else Form({})
             request = form.fields.get("request", "")  # $_POST only: a query string is ignored
-            rpc = endpoint.removesuffix(".php")
-            if endpoint in ("submit_rpc_handler.php", "job_file.php"):
-                m = _ROOT_TAG.match(request.encode("utf-8", "replace"))
-                if m:
-                    rpc = m.group(1).decode()
+            rpc = _rpc_name(endpoint, request)
             emu._count(rpc, sum(len(f.data) for f in form.files))
             fault = emu.faults.take(rpc, endpoint)
             if fault is not None and fault.kind in BEFORE:
@@ -153,27 +171,28 @@ class _Handler(BaseHTTPRequestHandler):
                 return
             if fault is not None and fault.kind == "delay":
                 emu._stopping.wait(fault.seconds if fault.seconds is not None else 1.0)
-            project = emu.project
-            if endpoint == "submit_rpc_handler.php":
-                reply = project.submit_rpc(request)
-            elif endpoint == "job_file.php":
-                reply = project.job_file(request, form.files)
-            elif endpoint == "get_output.php":
-                reply = project.get_output(query)
-            elif endpoint == "get_output2.php":
-                reply = project.get_output2(query, cookie_auth(self.headers.get("Cookie", "")))
-            elif endpoint == "get_output3.php":
-                reply = project.get_output3(query, cookie_auth(self.headers.get("Cookie", "")))
-            elif endpoint == "server_status.php":
-                reply = project.server_status(query) or self._not_found()
-            else:
-                reply = self._not_found()
-            self._send(reply, fault)
+            self._send(self._page(endpoint, parse_query(url.query), request, form), fault)
         except Exception:  # noqa: BLE001 - report, never kill the server thread
             emu.errors.append(traceback.format_exc())
             emu._log(traceback.format_exc())
             with contextlib.suppress(OSError):
                 self._send(Reply(b"internal emulator error", 500, responses.HTML_TYPE))
+
+    def _page(self, endpoint: str, query: dict[str, str], request: str, form: Form) -> Reply:
+        """The reply of the project page at ``endpoint`` (Apache's 404 for no page)."""
+        project = self.server.emu.project
+        auth = cookie_auth(self.headers.get("Cookie", ""))
+        pages: dict[str, Callable[[], Reply | None]] = {
+            "submit_rpc_handler.php": lambda: project.submit_rpc(request),
+            "job_file.php": lambda: project.job_file(request, form.files),
+            "get_output.php": lambda: project.get_output(query),
+            "get_output2.php": lambda: project.get_output2(query, auth),
+            "get_output3.php": lambda: project.get_output3(query, auth),
+            "server_status.php": lambda: project.server_status(query),
+        }
+        page = pages.get(endpoint)
+        reply = page() if page is not None else None
+        return reply or self._not_found()
 
     def _not_found(self) -> Reply:
         """Apache's page for a URL it has no file for."""
@@ -191,38 +210,43 @@ class _Handler(BaseHTTPRequestHandler):
             return
         if kind == "malformed_xml":
             body = body[: max(1, len(body) // 2)]
-        closing = reply.crashed or self.close_connection or kind == "truncated"
-        if reply.crashed:
-            status_line = "HTTP/1.0 500 Internal Server Error"
-        else:
-            status_line = f"HTTP/1.1 {reply.status} {HTTPStatus(reply.status).phrase}"
-        headers = [("Date", formatdate(usegmt=True)), ("Server", SERVER_HEADER)]
-        # Apache's mod_deflate (Debian's default configuration): text pages longer than
-        # 68 bytes vary on Accept-Encoding and are gzipped for clients that accept it
-        # (not Apache's own error pages, nor a crashed PHP's).
-        text = reply.content_type.split(";")[0].strip() in _DEFLATE_TYPES
-        if text and reply.status == 200 and not reply.crashed and len(body) > _DEFLATE_MIN:
-            headers.append(("Vary", "Accept-Encoding"))
-            if _accepts_gzip(self.headers.get("Accept-Encoding", "")):
-                body = gzip.compress(body, mtime=0)
-                headers.append(("Content-Encoding", "gzip"))
-        headers += list(reply.headers)
-        if reply.declared_length is not None:
-            headers.append(("Content-Length", str(reply.declared_length)))
-            closing = True
-        else:
-            headers.append(("Content-Length", str(len(body))))
-        if closing:
-            headers.append(("Connection", "close"))
-        headers.append(("Content-Type", reply.content_type))
-        head = status_line + "\r\n" + "".join(f"{k}: {v}\r\n" for k, v in headers) + "\r\n"
+        closing = bool(reply.crashed or self.close_connection or kind == "truncated"
+                       or reply.declared_length is not None)
+        head, body = self._head(reply, body, closing)
         if kind == "truncated":
             body = body[: len(body) // 2]
-        self.wfile.write(head.encode("latin-1") + (b"" if self.command == "HEAD" else body))
+        self.wfile.write(head + (b"" if self.command == "HEAD" else body))
         self.wfile.flush()
         self.log_request(reply.status, len(body))
         if closing:
             self.close_connection = True
+
+    def _head(self, reply: Reply, body: bytes, closing: bool) -> tuple[bytes, bytes]:
+        """The status line and headers of ``reply``, and its body as sent."""
+        headers, body = self._deflated(reply, body)
+        headers += list(reply.headers)
+        length = reply.declared_length if reply.declared_length is not None else len(body)
+        headers.append(("Content-Length", str(length)))
+        if closing:
+            headers.append(("Connection", "close"))
+        headers.append(("Content-Type", reply.content_type))
+        head = _status_line(reply) + "\r\n" + "".join(f"{k}: {v}\r\n" for k, v in headers)
+        return (head + "\r\n").encode("latin-1"), body
+
+    def _deflated(self, reply: Reply, body: bytes) -> tuple[list[tuple[str, str]], bytes]:
+        """The leading headers and the body as Apache's mod_deflate (Debian's default
+        configuration) sends them: text pages longer than 68 bytes vary on Accept-Encoding
+        and are gzipped for clients that accept it (not Apache's own error pages, nor a
+        crashed PHP's)."""
+        headers = [("Date", formatdate(usegmt=True)), ("Server", SERVER_HEADER)]
+        text = reply.content_type.split(";")[0].strip() in _DEFLATE_TYPES
+        if not text or reply.status != 200 or reply.crashed or len(body) <= _DEFLATE_MIN:
+            return headers, body
+        headers.append(("Vary", "Accept-Encoding"))
+        if _accepts_gzip(self.headers.get("Accept-Encoding", "")):
+            body = gzip.compress(body, mtime=0)
+            headers.append(("Content-Encoding", "gzip"))
+        return headers, body
 
     def _fault_before(self, fault: Fault, endpoint: str = "", rpc: str = "") -> None:
         if fault.kind == "database":

@@ -22,8 +22,9 @@ import threading
 import time
 import urllib.request
 from pathlib import Path
+from typing import Any
 
-from .apps import APPS, run_inline
+from .apps import APPS, AppSpec, run_inline
 from .store import Claim, Store
 
 CORE_CLIENT_VERSION = "7.20.5"
@@ -175,12 +176,7 @@ class Volunteer:
         shutil.rmtree(scratch, ignore_errors=True)
         scratch.mkdir(parents=True)
         try:
-            failed = None
-            for open_name, phys in zip(spec.inputs, claim.inputs, strict=False):
-                if phys.startswith("{"):  # a remote file: the volunteer downloads it
-                    failed = failed or fetch_remote(json.loads(phys), scratch / open_name)
-                else:
-                    shutil.copyfile(self.store.file_path(phys), scratch / open_name)
+            failed = self._stage_inputs(spec, claim, scratch)
             args = split_command_line(claim.command_line)
             started = time.monotonic()
             if failed is not None:
@@ -193,24 +189,7 @@ class Volunteer:
             outputs: list[tuple[str, str, str]] = []
             digest = hashlib.sha256()
             if code == 0:
-                suffix = secrets.randbelow(2**31)
-                for i, open_name in enumerate(spec.outputs):
-                    src = scratch / open_name
-                    if not src.is_file():
-                        log += f"\noutput file {open_name} missing"
-                        code = ERR_FILE_MISSING
-                        break
-                    if src.stat().st_size > spec.max_nbytes:
-                        log += f"\noutput file {open_name} larger than {spec.max_nbytes} bytes"
-                        code = ERR_FILE_TOO_BIG
-                        break
-                    data = src.read_bytes()
-                    digest.update(hashlib.sha256(data).digest())
-                    rel = f"{claim.result_id}_{i}"
-                    if spec.gzip:  # the client gzips before uploading
-                        src.write_bytes(gzip.compress(data, mtime=0))
-                    shutil.move(src, self.store.upload_dir / rel)
-                    outputs.append((f"{claim.result_name}_r{suffix}_{i}", open_name, rel))
+                code, log = self._upload_outputs(spec, claim, scratch, log, outputs, digest)
             self.store.finish(
                 claim, code, round(elapsed, 6), round(cpu, 6), format_stderr(log, code),
                 outputs if code == 0 else [], digest.hexdigest(), ok=code == 0,
@@ -219,6 +198,41 @@ class Volunteer:
                 self._collect(claim.result_id)
         finally:
             shutil.rmtree(scratch, ignore_errors=True)
+
+    def _stage_inputs(self, spec: AppSpec, claim: Claim, scratch: Path) -> tuple[int, str] | None:
+        """Copy (or download) the job's inputs into ``scratch``; the first failed
+        download's exit code and log, or None."""
+        failed = None
+        for open_name, phys in zip(spec.inputs, claim.inputs, strict=False):
+            if phys.startswith("{"):  # a remote file: the volunteer downloads it
+                failed = failed or fetch_remote(json.loads(phys), scratch / open_name)
+            else:
+                shutil.copyfile(self.store.file_path(phys), scratch / open_name)
+        return failed
+
+    def _upload_outputs(
+        self, spec: AppSpec, claim: Claim, scratch: Path, log: str,
+        outputs: list[tuple[str, str, str]], digest: Any,
+    ) -> tuple[int, str]:
+        """Move the outputs to the upload directory as the client uploads them, adding
+        them to ``outputs`` and ``digest``; the exit code and log (a missing or too
+        large file fails the instance)."""
+        suffix = secrets.randbelow(2**31)
+        for i, open_name in enumerate(spec.outputs):
+            src = scratch / open_name
+            if not src.is_file():
+                return ERR_FILE_MISSING, log + f"\noutput file {open_name} missing"
+            if src.stat().st_size > spec.max_nbytes:
+                return ERR_FILE_TOO_BIG, (
+                    log + f"\noutput file {open_name} larger than {spec.max_nbytes} bytes")
+            data = src.read_bytes()
+            digest.update(hashlib.sha256(data).digest())
+            rel = f"{claim.result_id}_{i}"
+            if spec.gzip:  # the client gzips before uploading
+                src.write_bytes(gzip.compress(data, mtime=0))
+            shutil.move(src, self.store.upload_dir / rel)
+            outputs.append((f"{claim.result_name}_r{suffix}_{i}", open_name, rel))
+        return 0, log
 
     def _collect(self, result_id: int) -> None:
         """batch_collect_assimilator: once the job has a canonical instance, move its
