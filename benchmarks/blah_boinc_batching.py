@@ -99,7 +99,7 @@ def run(
         (work / f"in.{i}").write_text(f"job {i} {stamp}\n")
     conf = write_config(work / "blah.toml", url, auth, extra)
     ads = [
-        f"[ Cmd = {quote(str(work / app))}; Iwd = {quote(str(work))}; In = \"in.{i}\";"
+        f'[ Cmd = {quote(str(work / app))}; Iwd = {quote(str(work))}; In = "in.{i}";'
         ' gridtype = "boinc" ]'
         for i in range(n)
     ]
@@ -228,8 +228,7 @@ def real_runs(n: int, tmp: Path) -> None:
 
     print(f"real BOINC 8.3 server: {n} jobs", flush=True)
     for i, (label, extra) in enumerate(MODES.items()):
-        run(label, n, tmp / f"real{i}", real.url, auth, extra, real.app, None,
-            on_project, nbatches)
+        run(label, n, tmp / f"real{i}", real.url, auth, extra, real.app, None, on_project, nbatches)
 
 
 def main() -> None:

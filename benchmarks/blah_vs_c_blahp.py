@@ -94,15 +94,27 @@ COMMANDS = {  # what each side may run (the C scripts also use lsid, tracejob, q
     "pbs": ["qsub", "qstat", "qdel", "qhold", "qrls", "tracejob"],
     "lsf": ["bsub", "bjobs", "bhist", "bkill", "bstop", "bresume", "bqueues", "lsid"],
     "sge": ["qsub", "qstat", "qacct", "qdel", "qhold", "qrls", "qmod"],
-    "condor": ["condor_submit", "condor_q", "condor_history", "condor_config_val", "condor_rm",
-               "condor_hold", "condor_release"],
+    "condor": [
+        "condor_submit",
+        "condor_q",
+        "condor_history",
+        "condor_config_val",
+        "condor_rm",
+        "condor_hold",
+        "condor_release",
+    ],
 }
 C_NOTES = {
     "sge": " sge_helper runs $SGE_ROOT/bin/<arch>/qstat itself: not counted",
     "lsf": " + a grep of lsb.events per job (not a command)",
 }
-HOLD = {"slurm": "#SBATCH -H", "pbs": "#PBS -h", "lsf": "#BSUB -H", "sge": "#$ -h",
-        "condor": "hold = true"}
+HOLD = {
+    "slurm": "#SBATCH -H",
+    "pbs": "#PBS -h",
+    "lsf": "#BSUB -H",
+    "sge": "#$ -h",
+    "condor": "hold = true",
+}
 CACHES = {"slurm": "slurm_cache", "pbs": "qstat_cache", "lsf": "bjobs_cache"}
 BURST_USER = os.environ.get("GAHP_BENCH_USER", "gahpbench")
 """The private HTCondor's job owner: sdiag counts its RPCs apart from everyone else's."""
@@ -178,16 +190,20 @@ def c_config(location: Path, name: str, settings: dict[str, str]) -> Path:
 
 
 def c_side(location: Path, config: Path) -> Side:
-    return Side(C, [str(location / "bin" / "blahpd")],
-                {"BLAHPD_LOCATION": str(location), "BLAHPD_CONFIG_LOCATION": str(config)})
+    return Side(
+        C,
+        [str(location / "bin" / "blahpd")],
+        {"BLAHPD_LOCATION": str(location), "BLAHPD_CONFIG_LOCATION": str(config)},
+    )
 
 
 def our_side(work: Path, name: str, text: str) -> Side:
     path = work / f"ours-{name}.toml"
     path.write_text(f'state_dir = "{work / ("ours-state-" + name)}"\n{text}')
     pythonpath = os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))
-    return Side(OURS, [sys.executable, "-m", "gahp_blah", "--config", str(path)],
-                {"PYTHONPATH": pythonpath})
+    return Side(
+        OURS, [sys.executable, "-m", "gahp_blah", "--config", str(path)], {"PYTHONPATH": pythonpath}
+    )
 
 
 def write_site_hooks(where: Path, flag: Path) -> None:
@@ -210,8 +226,9 @@ class Died(Exception):
         self.partial = partial
 
 
-def pipelined(c: GahpClient, command: str, args: list[str], inflight: int = 50,
-              timeout: float = 600) -> tuple[float, list[list[str] | None], int]:
+def pipelined(
+    c: GahpClient, command: str, args: list[str], inflight: int = 50, timeout: float = 600
+) -> tuple[float, list[list[str] | None], int]:
     """Send ``command arg`` for each argument, at most ``inflight`` unanswered (an ``F``
     refusal, the C blahpd's "Threads limit reached", is sent again later); return the wall
     time, each argument's result fields (None when none came in ``timeout``) and the number
@@ -280,8 +297,10 @@ def submit_ad(system: str, iwd: Path) -> str:
     # With pbs_pro=yes and no SMPGranularity the C pbs_submit.sh writes
     # "#PBS -l select=1:ncpus=", which qsub refuses: every submission fails.
     smp = "; SMPGranularity = 1" if system == "pbs" else ""
-    return (f'[ Cmd = "/bin/sleep"; Args = "3600"; Iwd = "{iwd}"; Out = "/dev/null"; '
-            f'Err = "/dev/null"; gridtype = "{system}"{smp} ]')
+    return (
+        f'[ Cmd = "/bin/sleep"; Args = "3600"; Iwd = "{iwd}"; Out = "/dev/null"; '
+        f'Err = "/dev/null"; gridtype = "{system}"{smp} ]'
+    )
 
 
 def clear_c_caches(system: str, env: dict[str, str]) -> None:
@@ -307,15 +326,17 @@ def native(jobid: str) -> str:
     return parts[1] if parts[0] == "condor" and len(parts) == 4 else parts[-1]
 
 
-def status_side(system: str, env: dict[str, str], side: Side, calls: Path, n: int,
-                inflight: int, iwd: Path) -> tuple[StatusRow, list[str]]:
+def status_side(
+    system: str, env: dict[str, str], side: Side, calls: Path, n: int, inflight: int, iwd: Path
+) -> tuple[StatusRow, list[str]]:
     row = StatusRow(system, side.name, n)
     natives: list[str] = []
     c = side.client(env)
     try:
         try:
-            row.submit_s, got, _ = pipelined(c, "BLAH_JOB_SUBMIT",
-                                             [submit_ad(system, iwd)] * n, inflight)
+            row.submit_s, got, _ = pipelined(
+                c, "BLAH_JOB_SUBMIT", [submit_ad(system, iwd)] * n, inflight
+            )
         except Died as e:  # what was submitted before is cancelled all the same
             natives = [native(j) for j in submitted(e.partial)]
             raise
@@ -358,8 +379,11 @@ def status_side(system: str, env: dict[str, str], side: Side, calls: Path, n: in
 def batch_envs(work: Path, systems: list[str]) -> dict[str, dict[str, str]]:
     """The reachable systems' environments; an unreachable required one is an error."""
     finders: dict[str, Callable[[], dict[str, str] | None]] = {
-        "slurm": scale.slurm_env, "sge": scale.sge_env, "pbs": scale.pbs_env,
-        "lsf": lambda: lsf_env(work), "condor": lambda: condor_env(work),
+        "slurm": scale.slurm_env,
+        "sge": scale.sge_env,
+        "pbs": scale.pbs_env,
+        "lsf": lambda: lsf_env(work),
+        "condor": lambda: condor_env(work),
     }
     out = {}
     for system in systems:
@@ -413,8 +437,9 @@ print(json.dumps({k: int(ad.get("DCCommand_" + k, 0))
 def schedd_queries(env: dict[str, str]) -> int | None:
     """The job and history queries the pool's schedd has answered (its own DCCommand_*
     statistics, asked of it directly; None without the bindings here)."""
-    proc = subprocess.run([sys.executable, "-c", SCHEDD_COUNTS], env=env, capture_output=True,
-                          text=True, timeout=60)
+    proc = subprocess.run(
+        [sys.executable, "-c", SCHEDD_COUNTS], env=env, capture_output=True, text=True, timeout=60
+    )
     if proc.returncode != 0:
         return None
     return sum(json.loads(proc.stdout).values())
@@ -433,8 +458,12 @@ def cancel(system: str, env: dict[str, str], natives: list[str]) -> None:
         scale.cancel(system, env, natives)
         return
     for i in range(0, len(natives), 500):
-        subprocess.run([str(condor_bin(env) / "condor_rm"), *natives[i:i + 500]], env=env,
-                       capture_output=True, timeout=300)
+        subprocess.run(
+            [str(condor_bin(env) / "condor_rm"), *natives[i : i + 500]],
+            env=env,
+            capture_output=True,
+            timeout=300,
+        )
 
 
 def lsf_env(work: Path) -> dict[str, str] | None:
@@ -459,19 +488,34 @@ def c_batch_settings(system: str, env: dict[str, str], shims: Path) -> dict[str,
         return {"slurm_binpath": str(shims), "export SLURM_CONF": env["SLURM_CONF"]}
     if system == "pbs":
         # OpenPBS is PBS Pro to the scripts (qstat -f -x; "-1" is refused).
-        return {"pbs_binpath": str(shims), "pbs_pro": "yes",
-                "export PBS_CONF_FILE": env.get("PBS_CONF_FILE", "/etc/pbs.conf")}
+        return {
+            "pbs_binpath": str(shims),
+            "pbs_pro": "yes",
+            "export PBS_CONF_FILE": env.get("PBS_CONF_FILE", "/etc/pbs.conf"),
+        }
     if system == "lsf":
-        return {"lsf_binpath": str(shims), "lsf_confpath": env["LSF_ENVDIR"],
-                "export LSF_ENVDIR": env["LSF_ENVDIR"]}
-    return {"sge_binpath": str(shims), "sge_rootpath": env["SGE_ROOT"],
-            "sge_cellname": env.get("SGE_CELL", "default"),
-            "export SGE_ROOT": env["SGE_ROOT"], "export SGE_CELL": env.get("SGE_CELL", "default"),
-            "export SGE_QMASTER_PORT": env.get("SGE_QMASTER_PORT", "6444")}
+        return {
+            "lsf_binpath": str(shims),
+            "lsf_confpath": env["LSF_ENVDIR"],
+            "export LSF_ENVDIR": env["LSF_ENVDIR"],
+        }
+    return {
+        "sge_binpath": str(shims),
+        "sge_rootpath": env["SGE_ROOT"],
+        "sge_cellname": env.get("SGE_CELL", "default"),
+        "export SGE_ROOT": env["SGE_ROOT"],
+        "export SGE_CELL": env.get("SGE_CELL", "default"),
+        "export SGE_QMASTER_PORT": env.get("SGE_QMASTER_PORT", "6444"),
+    }
 
 
-def status_part(work: Path, location: Path | None, envs: dict[str, dict[str, str]],
-                sizes: dict[str, int], inflight: int) -> list[StatusRow]:
+def status_part(
+    work: Path,
+    location: Path | None,
+    envs: dict[str, dict[str, str]],
+    sizes: dict[str, int],
+    inflight: int,
+) -> list[StatusRow]:
     rows: list[StatusRow] = []
     flag, hooks = work / "hold-on-submit", work / "ours-hooks"
     iwd = work / "iwd"
@@ -481,14 +525,17 @@ def status_part(work: Path, location: Path | None, envs: dict[str, dict[str, str
     try:
         for system, env in envs.items():
             n = sizes[system]
-            log(f"status: {system}, {n} held jobs per side, one round of {n} BLAH_JOB_STATUS,"
-                f" {inflight} in flight")
+            log(
+                f"status: {system}, {n} held jobs per side, one round of {n} BLAH_JOB_STATUS,"
+                f" {inflight} in flight"
+            )
             real = real_bin(system, env)
             sides: list[tuple[Side, Path]] = []
             if location is not None:
                 shims, calls = make_shims(system, real, work / "shims" / "c" / system)
-                config = c_config(location, f"status-{system}",
-                                  c_batch_settings(system, env, shims))
+                config = c_config(
+                    location, f"status-{system}", c_batch_settings(system, env, shims)
+                )
                 sides.append((c_side(location, config), calls))
             shims, calls = make_shims(system, real, work / "shims" / "ours" / system)
             if system == "condor":  # the pool of CONDOR_CONFIG, through the bindings
@@ -496,8 +543,10 @@ def status_part(work: Path, location: Path | None, envs: dict[str, dict[str, str
             else:
                 options = scale.driver_config(system, env)
                 options["bin_dir"] = str(shims)
-            text = (f'[site]\nlocal_submit_attributes_dir = "{hooks}"\n[driver.{system}]\n'
-                    + "".join(f'{k} = "{v}"\n' for k, v in options.items()))
+            text = (
+                f'[site]\nlocal_submit_attributes_dir = "{hooks}"\n[driver.{system}]\n'
+                + "".join(f'{k} = "{v}"\n' for k, v in options.items())
+            )
             sides.append((our_side(work, f"status-{system}", text), calls))
             for side, calls in sides:
                 natives: list[str] = []
@@ -506,9 +555,11 @@ def status_part(work: Path, location: Path | None, envs: dict[str, dict[str, str
                 finally:
                     cancel(system, env, natives)
                 rows.append(row)
-                log(f"  {side.name}: {row.submitted}/{n} submitted in {row.submit_s:.1f} s, "
+                log(
+                    f"  {side.name}: {row.submitted}/{n} submitted in {row.submit_s:.1f} s, "
                     f"round {row.wall:.2f} s, {row.answered} answered, commands "
-                    f"{dict(row.commands)}, RPCs {row.rpcs} {row.note}")
+                    f"{dict(row.commands)}, RPCs {row.rpcs} {row.note}"
+                )
     finally:
         flag.unlink(missing_ok=True)
     return rows
@@ -521,21 +572,52 @@ def status_table(rows: list[StatusRow]) -> None:
         for r in pair.values():
             cmds = sum(r.commands.values())
             per_job = cmds / r.submitted if r.submitted else 0.0
-            out.append([system, r.side, str(r.submitted), f"{r.submit_s:.2f}", f"{r.wall:.2f}",
-                        f"{r.answered}/{r.submitted}", f"{cmds} ({per_job:.3g}/job)",
-                        "-" if r.rpcs is None else str(r.rpcs), r.note.strip()])
+            out.append(
+                [
+                    system,
+                    r.side,
+                    str(r.submitted),
+                    f"{r.submit_s:.2f}",
+                    f"{r.wall:.2f}",
+                    f"{r.answered}/{r.submitted}",
+                    f"{cmds} ({per_job:.3g}/job)",
+                    "-" if r.rpcs is None else str(r.rpcs),
+                    r.note.strip(),
+                ]
+            )
         if C in pair and OURS in pair and pair[C].wall and pair[OURS].wall:
             c, o = pair[C], pair[OURS]
             oc, cc = sum(o.commands.values()), sum(c.commands.values())
             rpcs = "-" if c.rpcs is None or o.rpcs is None else ratio(c.rpcs, o.rpcs)
-            out.append([system, "C / ours", "", ratio(c.submit_s, o.submit_s),
-                        ratio(c.wall, o.wall), "",
-                        ratio(cc, oc) if system != "sge" else "-", rpcs, ""])
-    table("SUBMIT BURST and STATUS ROUND of N held jobs (wall times, batch commands; RPCs:"
-          " slurmctld's, for condor the schedd's job and history queries)",
-          ["system", "blahpd", "N", "submit s", "round s", "answered", "batch commands", "RPCs",
-           "note"],
-          out)
+            out.append(
+                [
+                    system,
+                    "C / ours",
+                    "",
+                    ratio(c.submit_s, o.submit_s),
+                    ratio(c.wall, o.wall),
+                    "",
+                    ratio(cc, oc) if system != "sge" else "-",
+                    rpcs,
+                    "",
+                ]
+            )
+    table(
+        "SUBMIT BURST and STATUS ROUND of N held jobs (wall times, batch commands; RPCs:"
+        " slurmctld's, for condor the schedd's job and history queries)",
+        [
+            "system",
+            "blahpd",
+            "N",
+            "submit s",
+            "round s",
+            "answered",
+            "batch commands",
+            "RPCs",
+            "note",
+        ],
+        out,
+    )
 
 
 # ---------------------------------------------------------------------- part 2: fuzz
@@ -636,9 +718,11 @@ def fuzz_part(work: Path, location: Path | None, seeds: list[int], cases: int) -
         for side in sides:
             row = fuzz_side(side, seed, lines)
             rows.append(row)
-            log(f"fuzz seed {seed}: {side.name}: {row.lines} lines in {row.seconds:.1f} s, "
+            log(
+                f"fuzz seed {seed}: {side.name}: {row.lines} lines in {row.seconds:.1f} s, "
                 f"deaths {dict(row.deaths)}, hangs {row.hangs}, not one reply {row.unexpected}, "
-                f"returns {dict(row.returns)}")
+                f"returns {dict(row.returns)}"
+            )
     pwned = Path("/tmp/gahp-fuzz-pwned")
     if pwned.exists():
         log(f"NOTE: {pwned} exists: a fuzzed argument was run by a shell")
@@ -650,10 +734,23 @@ def fuzz_table(rows: list[FuzzRow]) -> None:
         kinds = ", ".join(f"{k} {v}" for k, v in r.deaths.items())
         return f"{sum(r.deaths.values())}" + (f" ({kinds})" if kinds else "")
 
-    out = [[str(r.seed), r.side, str(r.lines), deaths(r), str(r.hangs), str(r.unexpected),
-            f"{r.seconds:.1f}"] for r in rows]
-    table("MALFORMED INPUT (same seeded lines to both; deaths and hangs restart the server)",
-          ["seed", "blahpd", "lines", "deaths", "hangs (10 s)", "not one return line", "s"], out)
+    out = [
+        [
+            str(r.seed),
+            r.side,
+            str(r.lines),
+            deaths(r),
+            str(r.hangs),
+            str(r.unexpected),
+            f"{r.seconds:.1f}",
+        ]
+        for r in rows
+    ]
+    table(
+        "MALFORMED INPUT (same seeded lines to both; deaths and hangs restart the server)",
+        ["seed", "blahpd", "lines", "deaths", "hangs (10 s)", "not one return line", "s"],
+        out,
+    )
 
 
 # ---------------------------------------------------------------------- /proc sampling
@@ -662,7 +759,7 @@ def _stat(pid: int) -> list[str] | None:
         text = Path(f"/proc/{pid}/stat").read_text()
     except OSError:
         return None
-    return text[text.rindex(")") + 2:].split()
+    return text[text.rindex(")") + 2 :].split()
 
 
 def _children() -> dict[int, list[int]]:
@@ -703,8 +800,9 @@ def sample_tree(pid: int, prev: TreeSample) -> TreeSample | None:
             cpu += int(s[11]) + int(s[12]) + int(s[13]) + int(s[14])
             tree_rss += _rss_kib(p)
             todo += kids.get(p, [])
-    return TreeSample(max(prev.cpu_s, cpu / tick), rss, tree_rss,
-                      max(prev.peak_tree_rss_kib, tree_rss))
+    return TreeSample(
+        max(prev.cpu_s, cpu / tick), rss, tree_rss, max(prev.peak_tree_rss_kib, tree_rss)
+    )
 
 
 def idle_rss(side: Side, env: dict[str, str], lrms: str) -> tuple[int, int]:
@@ -724,8 +822,9 @@ def idle_rss(side: Side, env: dict[str, str], lrms: str) -> tuple[int, int]:
 
 # ---------------------------------------------------------------------- part 3: burst
 def htcondor_release(work: Path) -> Path | None:
-    env_file = Path(os.environ.get("GAHP_HTCONDOR_PREFIX", "/tmp/gahp-htcondor-")
-                    + HTCONDOR) / "env"
+    env_file = (
+        Path(os.environ.get("GAHP_HTCONDOR_PREFIX", "/tmp/gahp-htcondor-") + HTCONDOR) / "env"
+    )
     if env_file.exists():
         for line in env_file.read_text().splitlines():
             if line.startswith("GAHP_HTCONDOR_DIR="):
@@ -745,8 +844,19 @@ def gahp_python() -> str | None:
     venv = os.environ.get("GAHP_HTCONDOR_VENV", "/opt/gahp-venv")
     for python in (f"{venv}/bin/python", sys.executable):
         probe = subprocess.run(
-            ["runuser", "-u", BURST_USER, "--", "env", f"PYTHONPATH={ROOT}", python, "-c",
-             "import gahp_blah, classad2"], capture_output=True)
+            [
+                "runuser",
+                "-u",
+                BURST_USER,
+                "--",
+                "env",
+                f"PYTHONPATH={ROOT}",
+                python,
+                "-c",
+                "import gahp_blah, classad2",
+            ],
+            capture_output=True,
+        )
         if probe.returncode == 0:
             return python
     return None
@@ -839,17 +949,24 @@ JOB_IS_FINISHED_INTERVAL = 0
             os.chown(path, self.user.pw_uid, self.user.pw_gid)
         self.pidfile = home / "local" / "run" / "master.pid"
 
-    def as_user(self, *cmd: str, timeout: float = 60, cwd: Path | None = None
-                ) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(["runuser", "-u", BURST_USER, "--", "env",
-                               f"CONDOR_CONFIG={self.config}", *cmd],
-                              capture_output=True, text=True, timeout=timeout, cwd=cwd)
+    def as_user(
+        self, *cmd: str, timeout: float = 60, cwd: Path | None = None
+    ) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            ["runuser", "-u", BURST_USER, "--", "env", f"CONDOR_CONFIG={self.config}", *cmd],
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            cwd=cwd,
+        )
 
     def start(self) -> None:
         self.as_user(str(self.release / "sbin" / "condor_master"), "-pidfile", str(self.pidfile))
         deadline = time.monotonic() + 60
-        while self.as_user(str(self.release / "bin" / "condor_q"), "-totals",
-                           timeout=20).returncode != 0:
+        while (
+            self.as_user(str(self.release / "bin" / "condor_q"), "-totals", timeout=20).returncode
+            != 0
+        ):
             if time.monotonic() > deadline:
                 raise RuntimeError("the private HTCondor's schedd did not answer in 60 s")
             time.sleep(1)
@@ -884,8 +1001,17 @@ def find_gahp(marker: str) -> int | None:
     return None
 
 
-def burst_side(name: str, home: Path, release: Path, wrapper: str, marker: str, jobs: int,
-               system: str, env: dict[str, str], extra: str = "") -> BurstRow:
+def burst_side(
+    name: str,
+    home: Path,
+    release: Path,
+    wrapper: str,
+    marker: str,
+    jobs: int,
+    system: str,
+    env: dict[str, str],
+    extra: str = "",
+) -> BurstRow:
     row = BurstRow(name, jobs, system)
     condor = PrivateCondor(home, release, wrapper, extra)
     jobdir = home / "jobs"
@@ -893,7 +1019,8 @@ def burst_side(name: str, home: Path, release: Path, wrapper: str, marker: str, 
         f"universe = grid\ngrid_resource = batch {system}\nexecutable = /bin/sleep\n"
         "arguments = 1\n"
         "transfer_executable = false\nshould_transfer_files = NO\noutput = /dev/null\n"
-        f"error = /dev/null\nlog = {jobdir}/burst.log\nqueue {jobs}\n")
+        f"error = /dev/null\nlog = {jobdir}/burst.log\nqueue {jobs}\n"
+    )
     os.chown(jobdir / "burst.sub", condor.user.pw_uid, condor.user.pw_gid)
     condor.start()
     try:
@@ -932,16 +1059,20 @@ def burst_side(name: str, home: Path, release: Path, wrapper: str, marker: str, 
     finally:
         condor.stop()
         if system == "slurm":
-            subprocess.run(["scancel", "-u", BURST_USER], env=env, capture_output=True,
-                           timeout=60)
+            subprocess.run(["scancel", "-u", BURST_USER], env=env, capture_output=True, timeout=60)
         else:  # the pool's jobs of the burst user
-            subprocess.run([str(condor_bin(env) / "condor_rm"), "-constraint",
-                            f'Owner == "{BURST_USER}"'], env=env, capture_output=True, timeout=60)
+            subprocess.run(
+                [str(condor_bin(env) / "condor_rm"), "-constraint", f'Owner == "{BURST_USER}"'],
+                env=env,
+                capture_output=True,
+                timeout=60,
+            )
     return row
 
 
-def burst_part(work: Path, location: Path | None, envs: dict[str, dict[str, str]],
-               jobs: int) -> list[BurstRow]:
+def burst_part(
+    work: Path, location: Path | None, envs: dict[str, dict[str, str]], jobs: int
+) -> list[BurstRow]:
     """The burst on each of Slurm and the HTCondor pool that is reachable."""
     systems = [s for s in ("slurm", "condor") if s in envs]
     if not systems:
@@ -962,27 +1093,50 @@ def burst_part(work: Path, location: Path | None, envs: dict[str, dict[str, str]
         env = envs[system]
         log(f"burst: {jobs} x sleep 1 under HTCondor {HTCONDOR}'s gridmanager (batch {system})")
         if location is not None:
-            settings = ({"slurm_binpath": "/usr/bin", "export SLURM_CONF": env["SLURM_CONF"]}
-                        if system == "slurm" else
-                        {"condor_binpath": str(condor_bin(env)),
-                         "export CONDOR_CONFIG": env["CONDOR_CONFIG"]})
+            settings = (
+                {"slurm_binpath": "/usr/bin", "export SLURM_CONF": env["SLURM_CONF"]}
+                if system == "slurm"
+                else {
+                    "condor_binpath": str(condor_bin(env)),
+                    "export CONDOR_CONFIG": env["CONDOR_CONFIG"],
+                }
+            )
             config = c_config(location, f"burst-{system}", settings)
             marker = str(location / "bin" / "blahpd")
-            wrapper = (f"#!/bin/sh\nexport BLAHPD_LOCATION={location}\n"
-                       f"export BLAHPD_CONFIG_LOCATION={config}\nexec {marker}\n")
-            rows.append(burst_side(C, work / f"condor-c-{system}", release, wrapper, marker,
-                                   jobs, system, env, f"BLAHPD_LOCATION = {location}"))
+            wrapper = (
+                f"#!/bin/sh\nexport BLAHPD_LOCATION={location}\n"
+                f"export BLAHPD_CONFIG_LOCATION={config}\nexec {marker}\n"
+            )
+            rows.append(
+                burst_side(
+                    C,
+                    work / f"condor-c-{system}",
+                    release,
+                    wrapper,
+                    marker,
+                    jobs,
+                    system,
+                    env,
+                    f"BLAHPD_LOCATION = {location}",
+                )
+            )
             log(f"  {C}: {rows[-1]}")
         home = work / f"condor-ours-{system}"
         home.mkdir()
         toml = home / "blahpd.toml"
-        driver = (f'slurm_conf = "{env["SLURM_CONF"]}"\n' if system == "slurm" else
-                  f'condor_config = "{env["CONDOR_CONFIG"]}"\n')
-        toml.write_text(f'state_dir = "{home}/blah-state"\n[site]\n'
-                        f'local_submit_attributes_dir = "{work / "ours-hooks"}"\n'
-                        f"[driver.{system}]\n{driver}")
-        wrapper = (f"#!/bin/sh\nexport PYTHONPATH={ROOT}\n"
-                   f"exec {python} -m gahp_blah --config {toml}\n")
+        driver = (
+            f'slurm_conf = "{env["SLURM_CONF"]}"\n'
+            if system == "slurm"
+            else f'condor_config = "{env["CONDOR_CONFIG"]}"\n'
+        )
+        toml.write_text(
+            f'state_dir = "{home}/blah-state"\n[site]\n'
+            f'local_submit_attributes_dir = "{work / "ours-hooks"}"\n'
+            f"[driver.{system}]\n{driver}"
+        )
+        wrapper = (
+            f"#!/bin/sh\nexport PYTHONPATH={ROOT}\nexec {python} -m gahp_blah --config {toml}\n"
+        )
         rows.append(burst_side(OURS, home, release, wrapper, str(toml), jobs, system, env))
         log(f"  {OURS}: {rows[-1]}")
     return rows
@@ -995,21 +1149,54 @@ def burst_table(rows: list[BurstRow]) -> None:
     out = []
     for system in dict.fromkeys(r.system for r in rows):
         its = [r for r in rows if r.system == system]
-        out += [[system, r.side, f"{r.done}/{r.jobs}", f"{r.wall:.1f}", f"{r.cpu_s:.2f}", rpcs(r),
-                 f"{r.rss_end_kib / 1024:.1f}", f"{r.tree_rss_end_kib / 1024:.1f}",
-                 f"{r.peak_tree_rss_kib / 1024:.1f}", r.note] for r in its]
+        out += [
+            [
+                system,
+                r.side,
+                f"{r.done}/{r.jobs}",
+                f"{r.wall:.1f}",
+                f"{r.cpu_s:.2f}",
+                rpcs(r),
+                f"{r.rss_end_kib / 1024:.1f}",
+                f"{r.tree_rss_end_kib / 1024:.1f}",
+                f"{r.peak_tree_rss_kib / 1024:.1f}",
+                r.note,
+            ]
+            for r in its
+        ]
         pair = {r.side: r for r in its}
         if C in pair and OURS in pair and all(r.done == r.jobs for r in its):
             c, o = pair[C], pair[OURS]
-            out.append([system, "C / ours", "", ratio(c.wall, o.wall), ratio(c.cpu_s, o.cpu_s),
-                        "-" if c.rpcs is None or o.rpcs is None else ratio(c.rpcs, o.rpcs),
-                        ratio(c.rss_end_kib, o.rss_end_kib),
-                        ratio(c.tree_rss_end_kib, o.tree_rss_end_kib),
-                        ratio(c.peak_tree_rss_kib, o.peak_tree_rss_kib), ""])
-    table("BURST under HTCondor 25.0.13's gridmanager (batch slurm / batch condor, sleep 1 jobs)",
-          ["system", "blahpd", "done", "submit->last end s", "GAHP tree CPU s",
-           "slurmctld RPCs (/job)", "RSS end MiB", "tree RSS end MiB", "tree RSS peak MiB",
-           "note"], out)
+            out.append(
+                [
+                    system,
+                    "C / ours",
+                    "",
+                    ratio(c.wall, o.wall),
+                    ratio(c.cpu_s, o.cpu_s),
+                    "-" if c.rpcs is None or o.rpcs is None else ratio(c.rpcs, o.rpcs),
+                    ratio(c.rss_end_kib, o.rss_end_kib),
+                    ratio(c.tree_rss_end_kib, o.tree_rss_end_kib),
+                    ratio(c.peak_tree_rss_kib, o.peak_tree_rss_kib),
+                    "",
+                ]
+            )
+    table(
+        "BURST under HTCondor 25.0.13's gridmanager (batch slurm / batch condor, sleep 1 jobs)",
+        [
+            "system",
+            "blahpd",
+            "done",
+            "submit->last end s",
+            "GAHP tree CPU s",
+            "slurmctld RPCs (/job)",
+            "RSS end MiB",
+            "tree RSS end MiB",
+            "tree RSS peak MiB",
+            "note",
+        ],
+        out,
+    )
 
 
 # ---------------------------------------------------------------------- part 4: RSS, soak
@@ -1027,8 +1214,10 @@ def soak(work: Path, total: int, inflight: int) -> tuple[int, int, int, float, i
     proxy = iwd / "x509up"
     proxy.write_text("soak proxy\n")
     proxy.chmod(0o600)
-    ad = (f'[ Cmd = "/bin/true"; Iwd = "{iwd}"; Out = "/dev/null"; Err = "/dev/null"; '
-          f'gridtype = "fork"; x509UserProxy = "{proxy}" ]')
+    ad = (
+        f'[ Cmd = "/bin/true"; Iwd = "{iwd}"; Out = "/dev/null"; Err = "/dev/null"; '
+        f'gridtype = "fork"; x509UserProxy = "{proxy}" ]'
+    )
     first = rss_first = 0
     t0 = time.monotonic()
     with side.client() as c:
@@ -1041,8 +1230,11 @@ def soak(work: Path, total: int, inflight: int) -> tuple[int, int, int, float, i
                 raise SystemExit(f"soak: {m - len(ids)} submissions failed")
             while ids:
                 _, st, _ = pipelined(c, "BLAH_JOB_STATUS", ids, inflight)
-                ids = [j for j, r in zip(ids, st, strict=True)
-                       if not (r and r[0] == "0" and len(r) > 2 and r[2] == "4")]
+                ids = [
+                    j
+                    for j, r in zip(ids, st, strict=True)
+                    if not (r and r[0] == "0" and len(r) > 2 and r[2] == "4")
+                ]
                 if ids:
                     time.sleep(0.2)
             done += m
@@ -1051,12 +1243,15 @@ def soak(work: Path, total: int, inflight: int) -> tuple[int, int, int, float, i
         rss_end = proc_status(c.proc.pid, "VmRSS")
         c.quit(timeout=30)
     state = work / "ours-state-soak"
-    left = [p for d in (state / "fork" / "fork", state / "proxies") if d.is_dir()
-            for p in d.iterdir()]
-    log(f"soak: {total} fork jobs in {time.monotonic() - t0:.1f} s; RSS after {first}: "
+    left = [
+        p for d in (state / "fork" / "fork", state / "proxies") if d.is_dir() for p in d.iterdir()
+    ]
+    log(
+        f"soak: {total} fork jobs in {time.monotonic() - t0:.1f} s; RSS after {first}: "
         f"{rss_first / 1024:.1f} MiB, at the end: {rss_end / 1024:.1f} MiB; "
         f"{len(left)} job directories or proxy records left, "
-        f"{_count(state / 'fork' / 'final')} final-status records (kept keep_finished_s)")
+        f"{_count(state / 'fork' / 'final')} final-status records (kept keep_finished_s)"
+    )
     return first, rss_first, rss_end, time.monotonic() - t0, len(left)
 
 
@@ -1077,9 +1272,11 @@ def workdir() -> Iterator[Path]:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--small", action="store_true",
-                    help="CI size: N 50, 1 seed x 300 lines, no burst (20 jobs with --burst), "
-                         "100-job soak")
+    ap.add_argument(
+        "--small",
+        action="store_true",
+        help="CI size: N 50, 1 seed x 300 lines, no burst (20 jobs with --burst), 100-job soak",
+    )
     ap.add_argument("--n", type=int, help="held jobs per system and side (default 300)")
     ap.add_argument("--systems", default=",".join(SYSTEMS))
     ap.add_argument("--inflight", type=int, default=50)
@@ -1087,10 +1284,14 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seed", type=int, default=20261122, help="the first fuzz seed")
     ap.add_argument("--cases", type=int, help="fuzz lines per seed (default 1000)")
     ap.add_argument("--burst-jobs", type=int, help="jobs of the burst (default 200)")
-    ap.add_argument("--burst", action=argparse.BooleanOptionalAction,
-                    help="run the HTCondor burst (default: yes, but not with --small)")
-    ap.add_argument("--parts", default="status,fuzz,burst,idle,soak",
-                    help="which parts run (comma-separated)")
+    ap.add_argument(
+        "--burst",
+        action=argparse.BooleanOptionalAction,
+        help="run the HTCondor burst (default: yes, but not with --small)",
+    )
+    ap.add_argument(
+        "--parts", default="status,fuzz,burst,idle,soak", help="which parts run (comma-separated)"
+    )
     ap.add_argument("--soak", type=int, help="jobs of the RSS soak (default 10,000; 0: none)")
     a = ap.parse_args(argv)
     n = a.n or (50 if a.small else 300)
@@ -1107,13 +1308,18 @@ def main(argv: list[str] | None = None) -> int:
         if location is not None:
             write_site_hooks(location / "libexec", work / "hold-on-submit")
         if location is None:
-            log(f"C blahpd: no {shared_dir() / 'blahp' / TARBALL} (set GAHP_SHARED): "
-                "only our side runs")
+            log(
+                f"C blahpd: no {shared_dir() / 'blahp' / TARBALL} (set GAHP_SHARED): "
+                "only our side runs"
+            )
         parts = set(a.parts.split(","))
         systems = [s for s in a.systems.split(",") if s] if parts & {"status", "burst"} else []
         envs = batch_envs(work, systems)
-        status_rows = (status_part(work, location, envs, dict.fromkeys(envs, n), a.inflight)
-                       if "status" in parts else [])
+        status_rows = (
+            status_part(work, location, envs, dict.fromkeys(envs, n), a.inflight)
+            if "status" in parts
+            else []
+        )
         fuzz_rows = fuzz_part(work, location, seeds, cases) if "fuzz" in parts else []
         burst_rows: list[BurstRow] = []
         if "burst" in parts and (a.burst if a.burst is not None else not a.small):
@@ -1123,12 +1329,12 @@ def main(argv: list[str] | None = None) -> int:
         env = envs.get("slurm", {})
         if "idle" in parts:
             if location is not None:
-                config = c_config(location, "idle",
-                                  {"export SLURM_CONF": env.get("SLURM_CONF", "")})
+                config = c_config(
+                    location, "idle", {"export SLURM_CONF": env.get("SLURM_CONF", "")}
+                )
                 idle.append((C, *idle_rss(c_side(location, config), env, lrms)))
             idle.append((OURS, *idle_rss(our_side(work, "idle", ""), env, lrms)))
-        soak_result = (soak(work, soak_jobs, a.inflight)
-                       if soak_jobs and "soak" in parts else None)
+        soak_result = soak(work, soak_jobs, a.inflight) if soak_jobs and "soak" in parts else None
 
     if status_rows:
         status_table(status_rows)
@@ -1138,16 +1344,21 @@ def main(argv: list[str] | None = None) -> int:
         burst_table(burst_rows)
     if idle:
         rows = [[name, f"{rss / 1024:.1f}", f"{tree / 1024:.1f}"] for name, rss, tree in idle]
-        table(f"IDLE RSS (after the banner and one BLAH_PING {lrms})",
-              ["blahpd", "RSS MiB", "with children MiB"], rows)
+        table(
+            f"IDLE RSS (after the banner and one BLAH_PING {lrms})",
+            ["blahpd", "RSS MiB", "with children MiB"],
+            rows,
+        )
     if soak_result:
         checkpoint, first, end, secs, left = soak_result
         ok = end <= 1.5 * first
         failed |= not ok or left > 0
-        log(f"\nSOAK (ours, {soak_jobs} fork jobs, {secs:.0f} s): RSS after the first "
+        log(
+            f"\nSOAK (ours, {soak_jobs} fork jobs, {secs:.0f} s): RSS after the first "
             f"{checkpoint} {first / 1024:.1f} MiB, at the end {end / 1024:.1f} MiB "
             f"({end / first:.2f}x; requirement <= 1.5x: {'yes' if ok else 'NO'}); "
-            f"job directories and proxy records left: {left} (requirement: none)")
+            f"job directories and proxy records left: {left} (requirement: none)"
+        )
     ours_bad = [r for r in fuzz_rows if r.side == OURS and (r.deaths or r.hangs)]
     failed |= bool(ours_bad)
     log(f"\ntotal {time.monotonic() - t_start:.0f} s")

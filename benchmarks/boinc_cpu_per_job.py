@@ -173,8 +173,10 @@ def free_port() -> int:
 def find_release(scratch: Path) -> tuple[Path | None, str]:
     """An HTCondor 9.12 release directory: CI's, or the shared bundle unpacked into
     ``scratch``; else None and why."""
-    ci = Path(os.environ.get("GAHP_HTCONDOR_PREFIX", "/tmp/gahp-htcondor-")
-              .rstrip("/") + VERSION) / "release"
+    ci = (
+        Path(os.environ.get("GAHP_HTCONDOR_PREFIX", "/tmp/gahp-htcondor-").rstrip("/") + VERSION)
+        / "release"
+    )
     if (ci / "sbin" / "condor_master").is_file():
         return ci, ""
     bundle = SHARED / "htcondor" / f"htcondor-{VERSION}-debian12-x86_64.tar.xz"
@@ -183,8 +185,11 @@ def find_release(scratch: Path) -> tuple[Path | None, str]:
     with tarfile.open(bundle) as tar:
         tar.extractall(scratch, filter="tar")
     rel = scratch / f"htcondor-{VERSION}"
-    return (rel, "") if (rel / "sbin" / "condor_master").is_file() else (
-        None, f"{bundle} holds no sbin/condor_master")
+    return (
+        (rel, "")
+        if (rel / "sbin" / "condor_master").is_file()
+        else (None, f"{bundle} holds no sbin/condor_master")
+    )
 
 
 class PrivateCondor:
@@ -250,11 +255,16 @@ SCHEDD_DEBUG = D_ALWAYS
         os.chown(local, self.uid, self.gid)
         for p in local.rglob("*"):
             os.chown(p, self.uid, self.gid)
-        self.condor = HTCondor({
-            "GAHP_HTCONDOR_VERSION": VERSION, "CONDOR_CONFIG": str(self.config),
-            "GAHP_HTCONDOR_BIN": str(release / "bin"), "GAHP_HTCONDOR_USER": owner,
-            "GAHP_HTCONDOR_DIR": str(home), "GAHP_HTCONDOR_LOG": str(local / "log"),
-        })
+        self.condor = HTCondor(
+            {
+                "GAHP_HTCONDOR_VERSION": VERSION,
+                "CONDOR_CONFIG": str(self.config),
+                "GAHP_HTCONDOR_BIN": str(release / "bin"),
+                "GAHP_HTCONDOR_USER": owner,
+                "GAHP_HTCONDOR_DIR": str(home),
+                "GAHP_HTCONDOR_LOG": str(local / "log"),
+            }
+        )
 
     def set_gahp(self, argv: list[str], env: dict[str, str] | None = None) -> None:
         """The next GAHP the gridmanager starts runs ``argv`` (its pid appended to pid_file)."""
@@ -262,17 +272,25 @@ SCHEDD_DEBUG = D_ALWAYS
         os.chown(self.pid_file, self.uid, self.gid)
         exports = "".join(f"export {k}={shlex.quote(v)}\n" for k, v in (env or {}).items())
         self.wrapper.write_text(
-            f"#!/bin/sh\n{exports}echo $$ >> '{self.pid_file}'\n"
-            f"exec {shlex.join(argv)} \"$@\"\n"
+            f"#!/bin/sh\n{exports}echo $$ >> '{self.pid_file}'\nexec {shlex.join(argv)} \"$@\"\n"
         )
         self.wrapper.chmod(0o755)
 
     def start(self, wait_s: float = 60) -> None:
         subprocess.run(
-            ["runuser", "-u", self.owner, "--", "env", f"CONDOR_CONFIG={self.config}",
-             str(self.release / "sbin" / "condor_master"), "-pidfile",
-             str(self.home / "local" / "run" / "master.pid")],
-            check=True, timeout=30,
+            [
+                "runuser",
+                "-u",
+                self.owner,
+                "--",
+                "env",
+                f"CONDOR_CONFIG={self.config}",
+                str(self.release / "sbin" / "condor_master"),
+                "-pidfile",
+                str(self.home / "local" / "run" / "master.pid"),
+            ],
+            check=True,
+            timeout=30,
         )
         end = time.monotonic() + wait_s
         while not self.condor.answers():
@@ -305,9 +323,16 @@ def compile_checkout(python: Path, checkout: Path) -> None:
     """Byte-compile a checkout's packages (``__pycache__``), as installing them does: the
     GAHP's user may not write there, and startup is part of the figure."""
     subprocess.run(
-        [str(python), "-m", "compileall", "-q", *(str(checkout / d) for d in ("gahp_core",
-                                                                          "gahp_boinc"))],
-        check=False, timeout=120, env={**os.environ, "PYTHONDONTWRITEBYTECODE": ""},
+        [
+            str(python),
+            "-m",
+            "compileall",
+            "-q",
+            *(str(checkout / d) for d in ("gahp_core", "gahp_boinc")),
+        ],
+        check=False,
+        timeout=120,
+        env={**os.environ, "PYTHONDONTWRITEBYTECODE": ""},
     )
 
 
@@ -340,9 +365,18 @@ class Result:
         return self.requests / self.jobs
 
 
-def run_one(pc: PrivateCondor, emu: Emulator, name: str, argv: list[str],
-            env: dict[str, str], jobs: int, work: Path, deadline_s: float,
-            stall_s: float, first_s: float = 30.0) -> Result:
+def run_one(
+    pc: PrivateCondor,
+    emu: Emulator,
+    name: str,
+    argv: list[str],
+    env: dict[str, str],
+    jobs: int,
+    work: Path,
+    deadline_s: float,
+    stall_s: float,
+    first_s: float = 30.0,
+) -> Result:
     """One J-job grid-boinc cluster through the GAHP ``argv``; its figures. The wait ends
     when every job has completed or is held, after ``deadline_s``, or when no job has
     completed for ``stall_s`` (``first_s`` more before the first one); wall time ends
@@ -360,12 +394,17 @@ def run_one(pc: PrivateCondor, emu: Emulator, name: str, argv: list[str],
     emu.ask("reset")
     sampler = TreeSampler(pc.pid_file)
     t0 = time.monotonic()
-    cluster = condor.submit(jobdir, (
-        f"universe = grid\ngrid_resource = boinc {emu.url}\n"
-        f"boinc_authenticator_file = {jobdir / 'auth'}\n"
-        f"executable = worker\ninitialdir = j$(Process)\ntransfer_input_files = {jobdir / 'in'}\n"
-        "output = job.out\nerror = job.err\nlog = ../jobs.log\n"
-        f"queue {jobs}\n"))
+    cluster = condor.submit(
+        jobdir,
+        (
+            f"universe = grid\ngrid_resource = boinc {emu.url}\n"
+            f"boinc_authenticator_file = {jobdir / 'auth'}\n"
+            "executable = worker\ninitialdir = j$(Process)\n"
+            f"transfer_input_files = {jobdir / 'in'}\n"
+            "output = job.out\nerror = job.err\nlog = ../jobs.log\n"
+            f"queue {jobs}\n"
+        ),
+    )
     done = held = 0
     end = t0 + deadline_s
     changed = t0 + first_s
@@ -386,26 +425,53 @@ def run_one(pc: PrivateCondor, emu: Emulator, name: str, argv: list[str],
         time.sleep(0.05)
     cpu = sampler.stop()
     stats = emu.ask("stats")
-    ok = sum(1 for i in range(jobs) if (jobdir / f"j{i}" / "out").is_file()
-             and (jobdir / f"j{i}" / "out").read_text() == f"INPUT OF {name.upper()}\n")
+    ok = sum(
+        1
+        for i in range(jobs)
+        if (jobdir / f"j{i}" / "out").is_file()
+        and (jobdir / f"j{i}" / "out").read_text() == f"INPUT OF {name.upper()}\n"
+    )
     condor.tool("condor_rm", str(cluster))
     condor.tool("condor_rm", "-forcex", str(cluster))
     stop_gridmanagers(condor)
     requests = int(stats.pop("requests", 0))
     stats.pop("bytes_uploaded", None)
-    return Result(name, jobs, min(done, ok), held, wall, cpu, requests,
-                  {k: int(v) for k, v in sorted(stats.items())})
+    return Result(
+        name,
+        jobs,
+        min(done, ok),
+        held,
+        wall,
+        cpu,
+        requests,
+        {k: int(v) for k, v in sorted(stats.items())},
+    )
 
 
 def print_table(results: list[Result]) -> None:
-    head = ("GAHP", "jobs done", "held", "wall", "GAHP CPU", "CPU per job",
-            "CPU per job done", "HTTP requests per job")
-    rows = [head] + [(
-        r.name, f"{r.done}/{r.jobs}", str(r.held), f"{r.wall_s:.1f} s", f"{r.cpu_s:.2f} s",
-        f"{r.cpu_ms_per_job:.2f} ms",
-        "-" if r.cpu_ms_per_done_job is None else f"{r.cpu_ms_per_done_job:.2f} ms",
-        f"{r.requests_per_job:.2f}",
-    ) for r in results]
+    head = (
+        "GAHP",
+        "jobs done",
+        "held",
+        "wall",
+        "GAHP CPU",
+        "CPU per job",
+        "CPU per job done",
+        "HTTP requests per job",
+    )
+    rows = [head] + [
+        (
+            r.name,
+            f"{r.done}/{r.jobs}",
+            str(r.held),
+            f"{r.wall_s:.1f} s",
+            f"{r.cpu_s:.2f} s",
+            f"{r.cpu_ms_per_job:.2f} ms",
+            "-" if r.cpu_ms_per_done_job is None else f"{r.cpu_ms_per_done_job:.2f} ms",
+            f"{r.requests_per_job:.2f}",
+        )
+        for r in results
+    ]
     widths = [max(len(r[i]) for r in rows) for i in range(len(head))]
     for i, r in enumerate(rows):
         print("| " + " | ".join(v.ljust(w) for v, w in zip(r, widths, strict=True)) + " |")
@@ -422,19 +488,34 @@ def print_table(results: list[Result]) -> None:
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--jobs", type=int, default=500)
-    p.add_argument("--job-delay", type=float, default=0.02,
-                   help="seconds the emulator's volunteers take per job")
+    p.add_argument(
+        "--job-delay",
+        type=float,
+        default=0.02,
+        help="seconds the emulator's volunteers take per job",
+    )
     p.add_argument("--deadline", type=float, default=300, help="seconds to wait per cluster")
-    p.add_argument("--stall", type=float, default=30,
-                   help="stop waiting after this many seconds without a job completing")
+    p.add_argument(
+        "--stall",
+        type=float,
+        default=30,
+        help="stop waiting after this many seconds without a job completing",
+    )
     p.add_argument("--small", action="store_true", help="CI size: 100 jobs")
     p.add_argument("--ours-only", action="store_true", help="leave out the C GAHP")
-    p.add_argument("--baseline", metavar="CHECKOUT", type=Path,
-                   help="also run the boinc-gahp of another checkout (e.g. the main branch's), "
-                   "first")
+    p.add_argument(
+        "--baseline",
+        metavar="CHECKOUT",
+        type=Path,
+        help="also run the boinc-gahp of another checkout (e.g. the main branch's), first",
+    )
     p.add_argument("--keep", action="store_true", help="keep the work directory")
-    p.add_argument("--profile", metavar="DIR", type=Path,
-                   help="run boinc-gahp under cProfile, its stats into DIR (CPU figures grow)")
+    p.add_argument(
+        "--profile",
+        metavar="DIR",
+        type=Path,
+        help="run boinc-gahp under cProfile, its stats into DIR (CPU figures grow)",
+    )
     a = p.parse_args(argv)
     if a.small:
         a.jobs, a.deadline, a.stall = 100, 60, 10
@@ -454,8 +535,10 @@ def main(argv: list[str] | None = None) -> int:
     if a.ours_only:
         c_gahp = ""
     elif not c_gahp or not os.access(c_gahp, os.X_OK):
-        print(f"C GAHP line skipped: no C GAHP binary ({c_gahp or 'GAHP_BOINC_C_GAHP unset'}; "
-              "bash .ci/boinc-server-up.sh builds it from ../shared/boinc-server)")
+        print(
+            f"C GAHP line skipped: no C GAHP binary ({c_gahp or 'GAHP_BOINC_C_GAHP unset'}; "
+            "bash .ci/boinc-server-up.sh builds it from ../shared/boinc-server)"
+        )
         c_gahp = ""
     work = Path(tempfile.mkdtemp(prefix="boinc-cpu-"))
     work.chmod(0o755)
@@ -464,8 +547,11 @@ def main(argv: list[str] | None = None) -> int:
         print(f"skipped: {why}")
         shutil.rmtree(work, ignore_errors=True)
         return 0
-    print(f"HTCondor {VERSION} from {release}; {a.jobs} jobs a GAHP; load before: "
-          f"{' '.join(f'{x:.2f}' for x in os.getloadavg())}", flush=True)
+    print(
+        f"HTCondor {VERSION} from {release}; {a.jobs} jobs a GAHP; load before: "
+        f"{' '.join(f'{x:.2f}' for x in os.getloadavg())}",
+        flush=True,
+    )
     pc = PrivateCondor(work / "condor", release, OWNER)
     emu = Emulator(work / "emu-state", a.job_delay)
     emu.ask("resume")
@@ -486,8 +572,14 @@ def main(argv: list[str] | None = None) -> int:
             env = {}
         gahps = [("boinc-gahp", [*ours, "--log", str(log)], env)]
         if a.baseline:
-            gahps.insert(0, (f"boinc-gahp ({a.baseline})", [*ours, "--log", str(log)],
-                             {"PYTHONPATH": str(a.baseline.resolve())}))
+            gahps.insert(
+                0,
+                (
+                    f"boinc-gahp ({a.baseline})",
+                    [*ours, "--log", str(log)],
+                    {"PYTHONPATH": str(a.baseline.resolve())},
+                ),
+            )
         if c_gahp:
             gahps.append((C_NAME, [c_gahp], {}))
         for name, cmd, env in gahps:

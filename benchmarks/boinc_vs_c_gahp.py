@@ -65,7 +65,11 @@ def serve_emulator(state_dir: str, job_delay: float) -> None:
     from gahp_boinc.emulator import EmulatorServer
 
     with EmulatorServer(
-        state_dir=state_dir, port=0, job_delay=job_delay, volunteers=2, inline_apps=True,
+        state_dir=state_dir,
+        port=0,
+        job_delay=job_delay,
+        volunteers=2,
+        inline_apps=True,
         paused=True,
     ) as srv:
         print(json.dumps({"url": srv.url, "auth": srv.authenticator}), flush=True)
@@ -86,9 +90,17 @@ class Emulator:
 
     def __init__(self, state_dir: Path, job_delay: float) -> None:
         self.proc = subprocess.Popen(
-            [sys.executable, __file__, "--serve-emulator", str(state_dir),
-             "--job-delay", str(job_delay)],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+            [
+                sys.executable,
+                __file__,
+                "--serve-emulator",
+                str(state_dir),
+                "--job-delay",
+                str(job_delay),
+            ],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
         )
         hello = self._read()
         self.url, self.auth = hello["url"], hello["auth"]
@@ -269,8 +281,14 @@ class Table:
         self.ours_failed = 0
 
     def add(
-        self, line: str, ours: float | None, theirs: float | None, unit: str, higher_better: bool,
-        f_ours: object = "", f_theirs: object = "",
+        self,
+        line: str,
+        ours: float | None,
+        theirs: float | None,
+        unit: str,
+        higher_better: bool,
+        f_ours: object = "",
+        f_theirs: object = "",
     ) -> None:
         def fmt(v: float | None) -> str:
             if v is None:
@@ -298,8 +316,16 @@ class Bench:
 
     abort_at_once = False
 
-    def __init__(self, a: argparse.Namespace, where: str, url: str, auth: str, work: Path,
-                 gahps: dict[str, list[str]], app: str) -> None:
+    def __init__(
+        self,
+        a: argparse.Namespace,
+        where: str,
+        url: str,
+        auth: str,
+        work: Path,
+        gahps: dict[str, list[str]],
+        app: str,
+    ) -> None:
         self.a, self.where, self.work, self.app = a, where, work, app
         self.table = Table()
         self.gahps = {n: Gahp(n, cmd, url, auth, work) for n, cmd in gahps.items()}
@@ -326,8 +352,13 @@ class Bench:
             if nfail:
                 self.notes.append(f"{name} ping: {nfail} failed ({missing} missing), e.g. {why!r}")
         self.table.add(
-            f"{self.where}: {self.a.pings} BOINC_PING burst", res[OURS][0],
-            res.get(THEIRS, (None,))[0], "/s", True, res[OURS][1], res.get(THEIRS, ("", ""))[1],
+            f"{self.where}: {self.a.pings} BOINC_PING burst",
+            res[OURS][0],
+            res.get(THEIRS, (None,))[0],
+            "/s",
+            True,
+            res[OURS][1],
+            res.get(THEIRS, ("", ""))[1],
         )
 
     def submit_line(self, nfiles: int) -> dict[str, str]:
@@ -423,7 +454,9 @@ class Bench:
             elapsed, got, missing = g.burst("BOINC_FETCH_OUTPUT", arglists, timeout=280)
             nfail, why = failures(got, missing)
             empty = sum(
-                1 for args in arglists if not (Path(args[1]) / "out").is_file()
+                1
+                for args in arglists
+                if not (Path(args[1]) / "out").is_file()
                 or b"ERROR" in (Path(args[1]) / "out").read_bytes()[:64]
             )
             if nfail or empty:
@@ -434,8 +467,13 @@ class Bench:
             res[name] = (elapsed, nfail)
         th = res.get(THEIRS)
         self.table.add(
-            f"{self.where}: {self.a.fetches} BOINC_FETCH_OUTPUT burst ({what})", res[OURS][0],
-            th and th[0], "s", False, res[OURS][1], th and th[1],
+            f"{self.where}: {self.a.fetches} BOINC_FETCH_OUTPUT burst ({what})",
+            res[OURS][0],
+            th and th[0],
+            "s",
+            False,
+            res[OURS][1],
+            th and th[1],
         )
 
     def retire(self) -> None:
@@ -485,13 +523,24 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--file-size", type=int, default=4096)
     p.add_argument("--queries", type=int, default=5)
     p.add_argument("--fetches", type=int, default=100)
-    p.add_argument("--real-done-jobs", type=int, default=2,
-                   help="real jobs run to fetch from (the volunteer takes 30-60 s each)")
-    p.add_argument("--real-wait", type=float, default=400,
-                   help="seconds to wait for them (other users' jobs may be queued before; "
-                   "--small: at most 150); none DONE by then: no real fetch line")
-    p.add_argument("--small", action="store_true",
-                   help="CI size: 200 pings, 100 jobs, 10 fetches of 1 real job")
+    p.add_argument(
+        "--real-done-jobs",
+        type=int,
+        default=2,
+        help="real jobs run to fetch from (the volunteer takes 30-60 s each)",
+    )
+    p.add_argument(
+        "--real-wait",
+        type=float,
+        default=400,
+        help="seconds to wait for them (other users' jobs may be queued before; "
+        "--small: at most 150); none DONE by then: no real fetch line",
+    )
+    p.add_argument(
+        "--small",
+        action="store_true",
+        help="CI size: 200 pings, 100 jobs, 10 fetches of 1 real job",
+    )
     p.add_argument("--emulator-only", action="store_true")
     p.add_argument("--keep", action="store_true", help="keep the work directory (inputs, outputs)")
     p.add_argument("--serve-emulator", metavar="DIR", help=argparse.SUPPRESS)
@@ -536,8 +585,16 @@ def main(argv: list[str] | None = None) -> int:
                 urllib.parse.urlsplit(marked).path,
             )
             (work / "real").mkdir()
-            real = RealBench(log, a, "real", marked, env["GAHP_BOINC_AUTH"], work / "real",
-                             gahps, env.get("GAHP_BOINC_APP", "worker"))
+            real = RealBench(
+                log,
+                a,
+                "real",
+                marked,
+                env["GAHP_BOINC_AUTH"],
+                work / "real",
+                gahps,
+                env.get("GAHP_BOINC_APP", "worker"),
+            )
             real_fetch = real.submit_fetch_batch(a.real_done_jobs)
             real.ping_line()
             real.submit_line(max(1, a.jobs // 2))
@@ -546,8 +603,9 @@ def main(argv: list[str] | None = None) -> int:
 
         (work / "emu").mkdir()
         emulator = Emulator(work / "emu-state", a.job_delay)
-        emu = EmuBench(emulator, a, "emulator", emulator.url, emulator.auth, work / "emu",
-                       gahps, "worker")
+        emu = EmuBench(
+            emulator, a, "emulator", emulator.url, emulator.auth, work / "emu", gahps, "worker"
+        )
         try:
             emu.ping_line()
             emu.submit_line(max(1, a.jobs // 2))

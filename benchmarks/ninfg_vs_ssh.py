@@ -60,8 +60,10 @@ def start_sshd(where: Path) -> tuple[subprocess.Popen[bytes], int, Path]:
     )
     if os.geteuid() == 0:
         Path("/run/sshd").mkdir(mode=0o755, exist_ok=True)
-    proc = subprocess.Popen([SSHD, "-D", "-e", "-f", str(config)],
-                            stderr=open(where / "sshd.log", "wb"))  # noqa: SIM115
+    proc = subprocess.Popen(
+        [SSHD, "-D", "-e", "-f", str(config)],
+        stderr=open(where / "sshd.log", "wb"),  # noqa: SIM115 (the child keeps it)
+    )
     deadline = time.monotonic() + 10
     while time.monotonic() < deadline:
         with socket.socket() as s:
@@ -73,8 +75,14 @@ def start_sshd(where: Path) -> tuple[subprocess.Popen[bytes], int, Path]:
 
 
 def ssh_options(port: int, key: Path) -> list[str]:
-    opts = [f"-p {port}", f"-i {key}", "-o StrictHostKeyChecking=no",
-            "-o UserKnownHostsFile=/dev/null", "-o BatchMode=yes", "-o LogLevel=ERROR"]
+    opts = [
+        f"-p {port}",
+        f"-i {key}",
+        "-o StrictHostKeyChecking=no",
+        "-o UserKnownHostsFile=/dev/null",
+        "-o BatchMode=yes",
+        "-o LogLevel=ERROR",
+    ]
     return [f'invoke_server_option "ssh_option {o}"' for o in opts]
 
 
@@ -84,27 +92,31 @@ def measure(client: ngkit.NgClient, n: int, times: int) -> dict[str, list[float]
     result = client.run("handles", n, times)
     if result.rc != 0:
         raise SystemExit(f"{client.kind}: client exit {result.rc}\n{result.stdout}")
-    sent = {line.split()[1]: t for t, line in result.lines("C>")
-            if line.startswith(b"JOB_CREATE ")}
-    notified = {line.split()[1]: t for t, line in result.lines("E<")
-                if line.startswith(b"CREATE_NOTIFY ")}
+    sent = {line.split()[1]: t for t, line in result.lines("C>") if line.startswith(b"JOB_CREATE ")}
+    notified = {
+        line.split()[1]: t for t, line in result.lines("E<") if line.startswith(b"CREATE_NOTIFY ")
+    }
     steps = result.steps
     return {
         "JOB_CREATE -> CREATE_NOTIFY": [notified[k] - sent[k] for k in sent],
         "grpc_function_handle_init": [
-            s.t - steps[i - 1].t for i, s in enumerate(steps)
+            s.t - steps[i - 1].t
+            for i, s in enumerate(steps)
             if s.what.startswith("grpc_function_handle_init[")
         ],
         "grpc_function_handle_destruct": [
-            s.t - steps[i - 1].t for i, s in enumerate(steps)
+            s.t - steps[i - 1].t
+            for i, s in enumerate(steps)
             if s.what.startswith("grpc_function_handle_destruct[")
         ],
     }
 
 
 def report(fork: dict[str, list[float]], ssh: dict[str, list[float]]) -> None:
-    print(f"{'latency (s)':32} {'Fork median':>12} {'max':>7} {'SSH median':>12} {'max':>7}"
-          f" {'SSH/Fork':>9}")
+    print(
+        f"{'latency (s)':32} {'Fork median':>12} {'max':>7} {'SSH median':>12} {'max':>7}"
+        f" {'SSH/Fork':>9}"
+    )
     for name in fork:
         f, s = fork[name], ssh[name]
         fm, sm = statistics.median(f), statistics.median(s)
@@ -129,8 +141,11 @@ def main() -> None:
         (servers / "ng_invoke_server.SSH").symlink_to(ng_dir / "bin/ng_invoke_server.SSH")
         sshd, port, key = start_sshd(work / "sshd")
         try:
-            fork = measure(ngkit.NgClient(ng_dir, sample, servers, "Fork", work / "fork", {}),
-                           args.n, args.times)
+            fork = measure(
+                ngkit.NgClient(ng_dir, sample, servers, "Fork", work / "fork", {}),
+                args.n,
+                args.times,
+            )
             ssh_client = ngkit.NgClient(ng_dir, sample, servers, "SSH", work / "ssh", {})
             ssh_client.server_lines += ssh_options(port, key)
             ssh = measure(ssh_client, args.n, args.times)

@@ -21,11 +21,7 @@ def exception_classes(package: str, exclude: tuple[str, ...] = ()) -> list[type[
     for name in names:
         module = importlib.import_module(name)
         for obj in vars(module).values():
-            if (
-                isinstance(obj, type)
-                and issubclass(obj, BaseException)
-                and obj.__module__ == name
-            ):
+            if isinstance(obj, type) and issubclass(obj, BaseException) and obj.__module__ == name:
                 found.append(obj)
     return found
 

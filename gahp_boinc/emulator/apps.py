@@ -80,19 +80,39 @@ class AppSpec:
 APPS: dict[str, AppSpec] = {
     a.name: a
     for a in (
-        AppSpec("worker", ("in",), ("out",), "upper-cases 'in' into 'out' (the transcripts' app); "
-                "--cpu_time S sleeps S s, --early_exit exits 246 on input > 30 chars",
-                max_nbytes=1_000_000),
+        AppSpec(
+            "worker",
+            ("in",),
+            ("out",),
+            "upper-cases 'in' into 'out' (the transcripts' app); "
+            "--cpu_time S sleeps S s, --early_exit exits 246 on input > 30 chars",
+            max_nbytes=1_000_000,
+        ),
         AppSpec("uppercase", ("in",), ("out",), "upper-cases 'in' into 'out'; --repeat N"),
         AppSpec("fail", ("in",), ("out",), "always exits non-zero (--exit-code N, default 1)"),
-        AppSpec("concat", ("in1", "in2"), ("out1", "out2"),
-                "out1 = in1 + in2, out2 = in2 + in1"),
-        AppSpec("zipper", ("in",), ("out.zip",),
-                "out.zip holds 'input.txt' (a copy) and 'upper.txt' (upper-cased)"),
-        AppSpec("collect", ("in",), ("out",), "the worker, with the batch-collect assimilator",
-                max_nbytes=1_000_000, collect=True),
-        AppSpec("gzworker", ("in",), ("out",), "the worker, its output gzipped by the volunteer",
-                max_nbytes=1_000_000, gzip=True),
+        AppSpec("concat", ("in1", "in2"), ("out1", "out2"), "out1 = in1 + in2, out2 = in2 + in1"),
+        AppSpec(
+            "zipper",
+            ("in",),
+            ("out.zip",),
+            "out.zip holds 'input.txt' (a copy) and 'upper.txt' (upper-cased)",
+        ),
+        AppSpec(
+            "collect",
+            ("in",),
+            ("out",),
+            "the worker, with the batch-collect assimilator",
+            max_nbytes=1_000_000,
+            collect=True,
+        ),
+        AppSpec(
+            "gzworker",
+            ("in",),
+            ("out",),
+            "the worker, its output gzipped by the volunteer",
+            max_nbytes=1_000_000,
+            gzip=True,
+        ),
     )
 }
 

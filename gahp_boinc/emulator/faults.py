@@ -23,8 +23,15 @@ import threading
 import attrs
 
 FAULT_KINDS = (
-    "http500", "http503", "maintenance", "database", "reset", "delay", "malformed_xml",
-    "truncated", "reset_after",
+    "http500",
+    "http503",
+    "maintenance",
+    "database",
+    "reset",
+    "delay",
+    "malformed_xml",
+    "truncated",
+    "reset_after",
 )
 BEFORE = frozenset({"http500", "http503", "maintenance", "database", "reset"})
 

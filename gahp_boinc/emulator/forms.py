@@ -55,7 +55,7 @@ def _split_part(chunk: bytes) -> tuple[str, bytes] | None:
         sep, skip = chunk.find(b"\n\n"), 2
         if sep < 0:
             return None
-    return chunk[:sep].decode("latin-1"), _strip_newline(chunk[sep + skip:])
+    return chunk[:sep].decode("latin-1"), _strip_newline(chunk[sep + skip :])
 
 
 def _disposition(head: str) -> str:

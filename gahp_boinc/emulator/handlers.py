@@ -115,7 +115,7 @@ def job_words(line: str) -> list[str]:
         elif line[i] in "\"'":
             j = line.find(line[i], i + 1)
             j = n if j < 0 else j
-            words.append(line[i + 1:j])
+            words.append(line[i + 1 : j])
             i = j + 1
         else:
             j = i
@@ -198,7 +198,8 @@ class ProjectPages:
         root = parse_rpc_xml(req)
         if root is None:
             return responses.error(
-                f"can't parse request message: {responses.htmlspecialchars(req)}")
+                f"can't parse request message: {responses.htmlspecialchars(req)}"
+            )
         handler = self._submit_rpcs.get(root.tag)
         if handler is None:
             return responses.error("bad command")
@@ -209,10 +210,13 @@ class ProjectPages:
         root = parse_rpc_xml(req)
         if root is None:
             # job_file.php's own xml_error() adds where it failed
-            where = (("file", str(self.store.dir / "html" / "user" / "job_file.php")),
-                     ("line", "302"))
+            where = (
+                ("file", str(self.store.dir / "html" / "user" / "job_file.php")),
+                ("line", "302"),
+            )
             return responses.error(
-                f"can't parse request message: {responses.htmlspecialchars(req)}", extra=where)
+                f"can't parse request message: {responses.htmlspecialchars(req)}", extra=where
+            )
         if root.tag == "query_files":
             return self._run(root.tag, lambda: self.query_files(root))
         if root.tag == "upload_files":
@@ -249,8 +253,9 @@ class ProjectPages:
             raise RequestRefused(f"app not found: {name}")
         return app
 
-    def _wu(self, name: str, user: sqlite3.Row | None = None, missing: str = "no job {name}"
-            ) -> sqlite3.Row:
+    def _wu(
+        self, name: str, user: sqlite3.Row | None = None, missing: str = "no job {name}"
+    ) -> sqlite3.Row:
         wu = self.store.wu_by_name(name)
         if wu is None:
             raise RequestRefused(missing.format(name=name))
@@ -373,8 +378,13 @@ class ProjectPages:
         src_el = f.find("source")
         source = (src_el.text or "") if src_el is not None else ""
         if mode == "remote":
-            return json.dumps({"url": _text(f, "url"), "nbytes": php_double(_text(f, "nbytes")),
-                               "md5": _text(f, "md5")})
+            return json.dumps(
+                {
+                    "url": _text(f, "url"),
+                    "nbytes": php_double(_text(f, "nbytes")),
+                    "md5": _text(f, "md5"),
+                }
+            )
         if mode == "local_staged":
             return source
         return self._store_input(self._input_data(mode, source))
@@ -399,7 +409,8 @@ class ProjectPages:
         if not path.is_file():
             if not data:  # PHP: file_put_contents() of nothing returns 0, read as a failure
                 raise RequestRefused(
-                    f"can't write to file {self.store.download_dir}/{fanout_dir(name)}/{name}")
+                    f"can't write to file {self.store.download_dir}/{fanout_dir(name)}/{name}"
+                )
             tmp = path.with_name(f".{name}.{os.getpid()}.tmp")
             tmp.write_bytes(data)
             os.replace(tmp, path)
@@ -431,26 +442,30 @@ class ProjectPages:
         """create_work's report of an input file it cannot read (BOINC 8.3's text)."""
         flat = f"{self.store.download_dir}/{name}"
         hier = f"{self.store.download_dir}/{fanout_dir(name)}/{name}"
-        return (f"create_work failed: md5_file: can't open {hier}\n"
-                "md5_file: No such file or directory\n"
-                "process_input_template: md5_file fopen() failed\n"
-                "process_input_template(): fopen() failed\n"
-                "create_work() failed: -108\n"
-                f"copy {flat} to {hier}\n")
+        return (
+            f"create_work failed: md5_file: can't open {hier}\n"
+            "md5_file: No such file or directory\n"
+            "process_input_template: md5_file fopen() failed\n"
+            "process_input_template(): fopen() failed\n"
+            "create_work() failed: -108\n"
+            f"copy {flat} to {hier}\n"
+        )
 
-    def _duplicate_job(
-        self, name: str, jobs: Sequence[NewJob], app_id: int, batch_id: int
-    ) -> str:
+    def _duplicate_job(self, name: str, jobs: Sequence[NewJob], app_id: int, batch_id: int) -> str:
         """create_work's report of a failed insert: the database error and the query."""
         now = int(self.store.clock())
         rows = ",".join(
             f"(0, {now}, {app_id}, '{j.name}', '<workunit>\n<command_line>\n{j.command_line}\n"
-            f"</command_line>\n</workunit>', {batch_id})" for j in jobs)
+            f"</command_line>\n</workunit>', {batch_id})"
+            for j in jobs
+        )
         dup = f"Duplicate entry '{name}' for key 'name'"
-        return (f"create_work failed: Database error: {dup}\n"
-                f"query=insert into workunit values {rows}\n"
-                "wu.insert_batch() failed: 1\n"
-                f"MySQL error: {dup}\n")
+        return (
+            f"create_work failed: Database error: {dup}\n"
+            f"query=insert into workunit values {rows}\n"
+            "wu.insert_batch() failed: 1\n"
+            f"MySQL error: {dup}\n"
+        )
 
     def query_batches(self, r: ET.Element) -> Reply:
         user = self._user(r)
@@ -464,8 +479,8 @@ class ProjectPages:
         cpu = bool(php_int(_text(r, "get_cpu_time")))
         details = bool(php_int(_text(r, "get_job_details")))
         return responses.query_batch(
-            self.store.batch_summary(batch, cpu), self.store.job_details(batch["id"]), cpu,
-            details)
+            self.store.batch_summary(batch, cpu), self.store.job_details(batch["id"]), cpu, details
+        )
 
     def query_batch2(self, r: ET.Element) -> Reply:
         user = self._user(r)
@@ -478,7 +493,8 @@ class ProjectPages:
         min_mod_time = php_double(_text(r, "min_mod_time"))
         server_time = self.store.clock()
         return responses.query_batch2(
-            server_time, (self.store.batch_jobs(b["id"], min_mod_time) for b in batches))
+            server_time, (self.store.batch_jobs(b["id"], min_mod_time) for b in batches)
+        )
 
     def query_completed_job(self, r: ET.Element) -> Reply:
         user = self._user(r)
@@ -490,8 +506,9 @@ class ProjectPages:
             raise PhpCrash(responses.completed_job_head(wu["error_mask"]))
         else:
             res = self.store.one(
-                "SELECT * FROM result WHERE workunit_id=? AND outcome=3 ORDER BY id DESC"
-                " LIMIT 1", wu["id"])
+                "SELECT * FROM result WHERE workunit_id=? AND outcome=3 ORDER BY id DESC LIMIT 1",
+                wu["id"],
+            )
         if res is None:
             return responses.completed_job(wu["error_mask"], 0, 0, 0, 0, "")
         canonical = 0 if wu["name"] in self.tamper.no_canonical else wu["canonical_resultid"]
@@ -499,8 +516,14 @@ class ProjectPages:
         # does not crash there, BOINC before PHP 8)
         failed = res["id"] if not wu["canonical_resultid"] else 0
         return responses.completed_job(
-            wu["error_mask"], canonical, res["exit_status"], res["elapsed_time"],
-            res["cpu_time"], res["stderr_out"], error_resultid=failed)
+            wu["error_mask"],
+            canonical,
+            res["exit_status"],
+            res["elapsed_time"],
+            res["cpu_time"],
+            res["stderr_out"],
+            error_resultid=failed,
+        )
 
     def abort_jobs(self, r: ET.Element) -> Reply:
         """One job after the other, as the real page: the jobs before an unknown one stay
@@ -597,7 +620,8 @@ class ProjectPages:
                     jf_id = jf["id"]
                 else:
                     jf_id = self.store.insert_job_file(
-                        name, self._file_md5(name), path.stat().st_size, delete_time)
+                        name, self._file_md5(name), path.stat().st_size, delete_time
+                    )
                 if batch_id:
                     try:
                         self.store.associate(batch_id, jf_id)
@@ -622,7 +646,8 @@ class ProjectPages:
             by_field[f.field] = f
         if len(by_field) != len(names):
             raise RequestRefused(
-                f"# of uploaded files ({len(by_field)}) doesn't agree with request ({len(names)})")
+                f"# of uploaded files ({len(by_field)}) doesn't agree with request ({len(names)})"
+            )
         for i, name in enumerate(names):
             part = self._uploaded_part(by_field.get(f"file_{i}"))
             self._store_upload(name, part, delete_time, batch_id)
@@ -634,8 +659,10 @@ class ProjectPages:
             raise RequestRefused(" is not an uploaded file")
         if len(part.data) > self.config.max_file_size:
             base = part.filename.replace("\\", "/").rsplit("/", 1)[-1]  # as PHP's $_FILES
-            raise RequestRefused(f"{base} upload failed because: The uploaded file "
-                           "exceeds upload_max_filesize of php.ini.")
+            raise RequestRefused(
+                f"{base} upload failed because: The uploaded file "
+                "exceeds upload_max_filesize of php.ini."
+            )
         return part
 
     def _store_upload(self, name: str, part: FilePart, delete_time: int, batch_id: int) -> None:
@@ -739,9 +766,18 @@ class ProjectPages:
             return responses.download_error(f"no batch {batch_id}")
         if not self._signed(batch["user_id"], batch_id, q):
             return responses.download_error("bad auth str")
-        results = [r for r in (self.store.result(w["canonical_resultid"]) for w in self.store.all(
-            "SELECT canonical_resultid FROM workunit WHERE batch_id=? AND canonical_resultid>0"
-            " ORDER BY id", batch_id)) if r is not None]
+        results = [
+            r
+            for r in (
+                self.store.result(w["canonical_resultid"])
+                for w in self.store.all(
+                    "SELECT canonical_resultid FROM workunit"
+                    " WHERE batch_id=? AND canonical_resultid>0 ORDER BY id",
+                    batch_id,
+                )
+            )
+            if r is not None
+        ]
         return self._zip(results, "boinc_batch")
 
     def _workunit_files(self, q: dict[str, str]) -> Reply:
@@ -782,9 +818,10 @@ class ProjectPages:
         whose authenticator is the ``auth`` argument. Unlike BOINC 8.3, which serves
         ``cmd=workunit`` whatever ``auth`` says, the emulator checks the owner.
         """
-        if cookie_auth and self.store.one(
-            "SELECT id FROM user WHERE authenticator=?", cookie_auth
-        ) is not None:
+        if (
+            cookie_auth
+            and self.store.one("SELECT id FROM user WHERE authenticator=?", cookie_auth) is not None
+        ):
             q = {**q, "auth": cookie_auth}
         commands = {"workunit": self._output2_workunit, "file": self._output2_file}
         command = commands.get(q.get("cmd", ""))
@@ -888,7 +925,9 @@ class ProjectPages:
         return responses.download(data, path.name)
 
     def _owned_result(
-        self, result_id: int, user: sqlite3.Row,
+        self,
+        result_id: int,
+        user: sqlite3.Row,
     ) -> tuple[sqlite3.Row, sqlite3.Row] | Reply:
         """A result of ``user``'s and its job, or the error page get_output3.php shows."""
         res = self.store.result(result_id)

@@ -89,8 +89,10 @@ def _close(cmd: str) -> str:
 
 def _error_xml(msg: str, num: int = -1, extra: Iterable[tuple[str, str]] = ()) -> str:
     more = "".join(f"    <{k}>{v}</{k}>\n" for k, v in extra)
-    return (f"<error>\n    <error_num>{num}</error_num>\n    <error_msg>{msg}</error_msg>\n"
-            f"{more}</error>\n")
+    return (
+        f"<error>\n    <error_num>{num}</error_num>\n    <error_msg>{msg}</error_msg>\n"
+        f"{more}</error>\n"
+    )
 
 
 def error(
@@ -241,8 +243,9 @@ def query_batch(b: dict, jobs: Iterable[dict], get_cpu_time: bool, details: bool
         )
         if details:
             # one element per bit of the workunit's error mask
-            parts.extend(f"   <error>{name}</error>\n" for bit, name in WU_ERRORS
-                         if j["error_mask"] & bit)
+            parts.extend(
+                f"   <error>{name}</error>\n" for bit, name in WU_ERRORS if j["error_mask"] & bit
+            )
             status = {"UNSENT": "queued", "IN_PROGRESS": "in_progress"}.get(
                 j["status"], j["status"].lower()
             )
@@ -275,8 +278,7 @@ def completed_job(
         else f"   <canonical_resultid>{resultid}</canonical_resultid>\n"
     )
     return xml(
-        completed_job_head(error_mask) + which +
-        f"   <exit_status>{exit_status}</exit_status>\n"
+        completed_job_head(error_mask) + which + f"   <exit_status>{exit_status}</exit_status>\n"
         f"   <elapsed_time>{db_float(elapsed)}</elapsed_time>\n"
         f"   <cpu_time>{db_float(cpu)}</cpu_time>\n"
         f"   <stderr_out><![CDATA[\n{htmlspecialchars(stderr_out)}   ]]></stderr_out>\n"
@@ -306,12 +308,16 @@ def error_page(message: str) -> Reply:
         "    <title>Unable to handle request</title>\n        </head>\n    <body >\n"
         f"    <h2>Unable to handle request</h2>\n{message}<br>\n        </body>\n        </html>\n"
     )
-    return Reply(body=body.encode(), content_type="text/html; charset=utf-8", headers=(
-        ("Expires", "Mon, 26 Jul 1997 05:00:00 UTC"),
-        ("Last-Modified", formatdate(usegmt=True).replace("GMT", "UTC")),
-        ("Cache-Control", "no-cache, must-revalidate, post-check=0, pre-check=0"),
-        ("Pragma", "no-cache"),
-    ))
+    return Reply(
+        body=body.encode(),
+        content_type="text/html; charset=utf-8",
+        headers=(
+            ("Expires", "Mon, 26 Jul 1997 05:00:00 UTC"),
+            ("Last-Modified", formatdate(usegmt=True).replace("GMT", "UTC")),
+            ("Cache-Control", "no-cache, must-revalidate, post-check=0, pre-check=0"),
+            ("Pragma", "no-cache"),
+        ),
+    )
 
 
 def plain(text: str) -> Reply:
@@ -346,5 +352,6 @@ def download(data: bytes, filename: str) -> Reply:
 
 def broken_download(filename: str, size: int) -> Reply:
     """Download headers announcing ``size`` bytes, then nothing (the read failed)."""
-    return Reply(body=b"", content_type=OCTET_TYPE, headers=_download_headers(filename),
-                 declared_length=size)
+    return Reply(
+        body=b"", content_type=OCTET_TYPE, headers=_download_headers(filename), declared_length=size
+    )

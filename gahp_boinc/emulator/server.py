@@ -50,7 +50,8 @@ def is_loopback(host: str) -> bool:
     except OSError:
         return False
     return bool(infos) and all(
-        ipaddress.ip_address(str(i[4][0]).split("%")[0]).is_loopback for i in infos)
+        ipaddress.ip_address(str(i[4][0]).split("%")[0]).is_loopback for i in infos
+    )
 
 
 def _accepts_gzip(value: str) -> bool:
@@ -160,7 +161,7 @@ class _Handler(BaseHTTPRequestHandler):
             if not url.path.startswith(emu.project_path):
                 self._send(self._not_found())
                 return
-            endpoint = url.path[len(emu.project_path):]
+            endpoint = url.path[len(emu.project_path) :]
             form = parse_form(self.headers.get("Content-Type", ""), body) if body else Form({})
             request = form.fields.get("request", "")  # $_POST only: a query string is ignored
             rpc = _rpc_name(endpoint, request)
@@ -197,8 +198,11 @@ class _Handler(BaseHTTPRequestHandler):
     def _not_found(self) -> Reply:
         """Apache's page for a URL it has no file for."""
         host, port = self.server.server_address[:2]
-        return Reply(responses.apache_not_found(SERVER_HEADER, str(host), int(port)), 404,
-                     "text/html; charset=iso-8859-1")
+        return Reply(
+            responses.apache_not_found(SERVER_HEADER, str(host), int(port)),
+            404,
+            "text/html; charset=iso-8859-1",
+        )
 
     # -- reply --
 
@@ -210,8 +214,12 @@ class _Handler(BaseHTTPRequestHandler):
             return
         if kind == "malformed_xml":
             body = body[: max(1, len(body) // 2)]
-        closing = bool(reply.crashed or self.close_connection or kind == "truncated"
-                       or reply.declared_length is not None)
+        closing = bool(
+            reply.crashed
+            or self.close_connection
+            or kind == "truncated"
+            or reply.declared_length is not None
+        )
         head, body = self._head(reply, body, closing)
         if kind == "truncated":
             body = body[: len(body) // 2]
@@ -260,20 +268,30 @@ class _Handler(BaseHTTPRequestHandler):
         elif fault.kind == "reset":
             self._reset()
         elif fault.kind == "http500":
-            self._send(Reply(b"<html><body><h1>500 Internal Server Error</h1></body></html>",
-                             500, responses.HTML_TYPE))
+            self._send(
+                Reply(
+                    b"<html><body><h1>500 Internal Server Error</h1></body></html>",
+                    500,
+                    responses.HTML_TYPE,
+                )
+            )
         elif fault.kind == "http503":
             retry = str(max(0, round(fault.seconds))) if fault.seconds is not None else "1"
-            self._send(Reply(b"<html><body><h1>503 Service Unavailable</h1></body></html>",
-                             503, responses.HTML_TYPE, (("Retry-After", retry),)))
+            self._send(
+                Reply(
+                    b"<html><body><h1>503 Service Unavailable</h1></body></html>",
+                    503,
+                    responses.HTML_TYPE,
+                    (("Retry-After", retry),),
+                )
+            )
         elif fault.kind == "maintenance":
             self._send(responses.error("project down for maintenance", -183))
 
     def _reset(self) -> None:
         """Drop the connection with a TCP RST and no reply."""
         with contextlib.suppress(OSError):
-            self.connection.setsockopt(
-                socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+            self.connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
             self.connection.close()
         self.close_connection = True
 
@@ -308,21 +326,28 @@ class EmulatorServer:
         clock: Callable[[], float] = time.time,
     ) -> None:
         if not allow_remote and not is_loopback(host):
-            raise ValueError(f"refusing to serve on non-loopback host {host!r} "
-                             "(pass allow_remote=True / --allow-remote)")
+            raise ValueError(
+                f"refusing to serve on non-loopback host {host!r} "
+                "(pass allow_remote=True / --allow-remote)"
+            )
         if completed_job_mode not in ("crash", "full"):
             raise ValueError("completed_job_mode must be 'crash' or 'full'")
         if quorum < 1:
             raise ValueError("quorum must be >= 1")
         self._tmp = state_dir is None
-        self.state_dir = Path(state_dir) if state_dir else Path(
-            tempfile.mkdtemp(prefix="boinc-emulator-"))
+        self.state_dir = (
+            Path(state_dir) if state_dir else Path(tempfile.mkdtemp(prefix="boinc-emulator-"))
+        )
         self.host = host
         self.port = port
         self.project_path = "/" + project_path.strip("/") + "/" if project_path.strip("/") else "/"
         self.config = ProjectConfig(
-            quorum=quorum, max_upload_files=max_upload_files, max_file_size=max_file_size,
-            max_post_size=max_post_size, completed_job_mode=completed_job_mode)
+            quorum=quorum,
+            max_upload_files=max_upload_files,
+            max_file_size=max_file_size,
+            max_post_size=max_post_size,
+            completed_job_mode=completed_job_mode,
+        )
         self.job_delay = job_delay
         self.nvolunteers = volunteers
         self.inline_apps = inline_apps
@@ -362,12 +387,19 @@ class EmulatorServer:
         self._httpd = _HTTPServer((self.host.strip("[]"), self.port), self, family)
         self.port = self._httpd.server_address[1]
         self._thread = threading.Thread(
-            target=self._httpd.serve_forever, kwargs={"poll_interval": 0.1},
-            name="boinc-emulator-http", daemon=True)
+            target=self._httpd.serve_forever,
+            kwargs={"poll_interval": 0.1},
+            name="boinc-emulator-http",
+            daemon=True,
+        )
         self._thread.start()
         self.volunteer = Volunteer(
-            self.store, self.job_delay, self.nvolunteers, inline=self.inline_apps,
-            expire=self.expire_batches)
+            self.store,
+            self.job_delay,
+            self.nvolunteers,
+            inline=self.inline_apps,
+            expire=self.expire_batches,
+        )
         if self._start_paused:
             self.volunteer.pause()
         self.volunteer.start()

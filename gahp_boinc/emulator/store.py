@@ -123,12 +123,14 @@ class Store:
         self.db.execute("PRAGMA synchronous=NORMAL")
         self.db.executescript(SCHEMA)
         with self.tx():
-            self.db.executemany(
-                "INSERT OR IGNORE INTO app(name) VALUES (?)", [(n,) for n in APPS]
-            )
+            self.db.executemany("INSERT OR IGNORE INTO app(name) VALUES (?)", [(n,) for n in APPS])
             # instances that were running when the emulator stopped are sent again
-            wus = [r[0] for r in self.db.execute(
-                "SELECT DISTINCT workunit_id FROM result WHERE server_state=?", (IN_PROGRESS,))]
+            wus = [
+                r[0]
+                for r in self.db.execute(
+                    "SELECT DISTINCT workunit_id FROM result WHERE server_state=?", (IN_PROGRESS,)
+                )
+            ]
             self.db.execute(
                 "UPDATE result SET server_state=?, sent_time=0 WHERE server_state=?",
                 (UNSENT, IN_PROGRESS),
@@ -176,8 +178,10 @@ class Store:
             row = db.execute("SELECT authenticator FROM user WHERE name=?", (name,)).fetchone()
             if row:
                 auth = authenticator or str(row[0])
-                db.execute("UPDATE user SET submit=?, authenticator=? WHERE name=?",
-                           (int(submit), auth, name))
+                db.execute(
+                    "UPDATE user SET submit=?, authenticator=? WHERE name=?",
+                    (int(submit), auth, name),
+                )
                 return auth
             auth = authenticator or secrets.token_hex(16)
             db.execute(
@@ -211,33 +215,49 @@ class Store:
 
     def batch(self, batch_id: int) -> sqlite3.Row | None:
         return self.one(
-            "SELECT b.*, a.name AS app_name FROM batch b JOIN app a ON a.id=b.app_id"
-            " WHERE b.id=?", batch_id)
+            "SELECT b.*, a.name AS app_name FROM batch b JOIN app a ON a.id=b.app_id WHERE b.id=?",
+            batch_id,
+        )
 
     def batch_by_name(self, name: str, user_id: int | None = None) -> sqlite3.Row | None:
         if user_id is None:
             return self.one(
                 "SELECT b.*, a.name AS app_name FROM batch b JOIN app a ON a.id=b.app_id"
-                " WHERE b.name=? ORDER BY b.id LIMIT 1", name)
+                " WHERE b.name=? ORDER BY b.id LIMIT 1",
+                name,
+            )
         return self.one(
             "SELECT b.*, a.name AS app_name FROM batch b JOIN app a ON a.id=b.app_id"
-            " WHERE b.name=? AND b.user_id=? ORDER BY b.id LIMIT 1", name, user_id)
+            " WHERE b.name=? AND b.user_id=? ORDER BY b.id LIMIT 1",
+            name,
+            user_id,
+        )
 
     def batch_summary(self, batch: sqlite3.Row, cpu: bool) -> dict[str, Any]:
         """A batch row with the values print_batch_params() computes."""
         d = dict(batch)
         with self.lock:
-            counts = dict(self.db.execute(
-                "SELECT status, COUNT(*) FROM workunit WHERE batch_id=? GROUP BY status",
-                (batch["id"],)).fetchall())
+            counts = dict(
+                self.db.execute(
+                    "SELECT status, COUNT(*) FROM workunit WHERE batch_id=? GROUP BY status",
+                    (batch["id"],),
+                ).fetchall()
+            )
             d["total_cpu_time"] = 0.0
             if cpu:
                 d["total_cpu_time"] = self.db.execute(
                     "SELECT COALESCE(SUM(r.cpu_time), 0) FROM result r JOIN workunit w"
-                    " ON w.id=r.workunit_id WHERE w.batch_id=?", (batch["id"],)).fetchone()[0]
-            d["credit_canonical"] = CREDIT_PER_SECOND * self.db.execute(
-                "SELECT COALESCE(SUM(r.elapsed_time), 0) FROM workunit w JOIN result r"
-                " ON r.id=w.canonical_resultid WHERE w.batch_id=?", (batch["id"],)).fetchone()[0]
+                    " ON w.id=r.workunit_id WHERE w.batch_id=?",
+                    (batch["id"],),
+                ).fetchone()[0]
+            d["credit_canonical"] = (
+                CREDIT_PER_SECOND
+                * self.db.execute(
+                    "SELECT COALESCE(SUM(r.elapsed_time), 0) FROM workunit w JOIN result r"
+                    " ON r.id=w.canonical_resultid WHERE w.batch_id=?",
+                    (batch["id"],),
+                ).fetchone()[0]
+            )
         finished = counts.get("DONE", 0) + counts.get("ERROR", 0)
         d["nerror_jobs"] = counts.get("ERROR", 0)
         d["fraction_done"] = finished / d["njobs"] if d["njobs"] else 0
@@ -246,7 +266,10 @@ class Store:
     def user_batches(self, user_id: int) -> list[sqlite3.Row]:
         return self.all(
             "SELECT b.*, a.name AS app_name FROM batch b JOIN app a ON a.id=b.app_id"
-            " WHERE b.user_id=? AND b.state<>? ORDER BY b.id", user_id, BATCH_RETIRED)
+            " WHERE b.user_id=? AND b.state<>? ORDER BY b.id",
+            user_id,
+            BATCH_RETIRED,
+        )
 
     def set_expire_time(self, batch_id: int, expire_time: float) -> None:
         with self.tx() as db:
@@ -257,8 +280,12 @@ class Store:
         batch is retired and its unsent jobs cancelled; jobs a volunteer is running go on."""
         shutil.rmtree(self.results_dir / str(batch_id), ignore_errors=True)
         with self.tx() as db:
-            ids = [r[0] for r in db.execute(
-                "SELECT id FROM workunit WHERE batch_id=? AND status='UNSENT'", (batch_id,))]
+            ids = [
+                r[0]
+                for r in db.execute(
+                    "SELECT id FROM workunit WHERE batch_id=? AND status='UNSENT'", (batch_id,)
+                )
+            ]
             for wu in ids:
                 self._cancel(wu)
             db.execute("UPDATE batch SET state=? WHERE id=?", (BATCH_RETIRED, batch_id))
@@ -281,9 +308,13 @@ class Store:
         aborted, then retired; the number of batches."""
         now = self.clock()
         with self.lock:
-            ids = [r[0] for r in self.db.execute(
-                "SELECT id FROM batch WHERE expire_time>0 AND expire_time<? AND state<>?",
-                (now, BATCH_RETIRED))]
+            ids = [
+                r[0]
+                for r in self.db.execute(
+                    "SELECT id FROM batch WHERE expire_time>0 AND expire_time<? AND state<>?",
+                    (now, BATCH_RETIRED),
+                )
+            ]
             for b in ids:
                 self.abort_batch(b)
                 self.retire_batch(b)
@@ -302,7 +333,9 @@ class Store:
         with self.tx() as db:
             cur = db.execute(
                 "INSERT INTO job_file(name, md5, size, create_time, delete_time)"
-                " VALUES (?,?,?,?,?)", (name, md5, size, int(self.clock()), delete_time))
+                " VALUES (?,?,?,?,?)",
+                (name, md5, size, int(self.clock()), delete_time),
+            )
             return int(cur.lastrowid or 0)
 
     def delete_job_file(self, jf_id: int) -> None:
@@ -320,14 +353,22 @@ class Store:
         found: list[str] = []
         with self.lock:
             for i in range(0, len(names), 500):
-                chunk = names[i:i + 500]
-                found += [r[0] for r in self.db.execute(
-                    f"SELECT name FROM workunit WHERE name IN ({','.join('?' * len(chunk))})",
-                    chunk)]
+                chunk = names[i : i + 500]
+                found += [
+                    r[0]
+                    for r in self.db.execute(
+                        f"SELECT name FROM workunit WHERE name IN ({','.join('?' * len(chunk))})",
+                        chunk,
+                    )
+                ]
         return found
 
     def submit(
-        self, batch_id: int, app_id: int, jobs: Sequence[NewJob], quorum: int,
+        self,
+        batch_id: int,
+        app_id: int,
+        jobs: Sequence[NewJob],
+        quorum: int,
         job_params: dict[str, float],
     ) -> None:
         now = self.clock()
@@ -338,16 +379,28 @@ class Store:
                 "INSERT INTO workunit(name, batch_id, app_id, command_line, input_files,"
                 " create_time, mod_time, status, min_quorum, target_nresults, job_params)"
                 " VALUES (?,?,?,?,?,?,?,'UNSENT',?,?,?)",
-                [(j.name, batch_id, app_id, j.command_line, json.dumps(j.inputs), now, mod,
-                  j.min_quorum or quorum, j.target_nresults or j.min_quorum or quorum, params)
-                 for j in jobs],
+                [
+                    (
+                        j.name,
+                        batch_id,
+                        app_id,
+                        j.command_line,
+                        json.dumps(j.inputs),
+                        now,
+                        mod,
+                        j.min_quorum or quorum,
+                        j.target_nresults or j.min_quorum or quorum,
+                        params,
+                    )
+                    for j in jobs
+                ],
             )
             rows = db.execute(
                 "SELECT id, name, target_nresults FROM workunit WHERE batch_id=? ORDER BY id",
-                (batch_id,)).fetchall()
+                (batch_id,),
+            ).fetchall()
             db.executemany(
-                "INSERT INTO result(workunit_id, name, server_state, create_time)"
-                " VALUES (?,?,?,?)",
+                "INSERT INTO result(workunit_id, name, server_state, create_time) VALUES (?,?,?,?)",
                 [(r[0], f"{r[1]}_{k}", UNSENT, now) for r in rows for k in range(r[2])],
             )
             db.execute(
@@ -362,22 +415,29 @@ class Store:
         with self.lock:
             if min_mod_time:
                 cur = self.db.execute(
-                    "SELECT name, status FROM workunit WHERE batch_id=? AND mod_time>?"
-                    " ORDER BY id", (batch_id, min_mod_time))
+                    "SELECT name, status FROM workunit WHERE batch_id=? AND mod_time>? ORDER BY id",
+                    (batch_id, min_mod_time),
+                )
             else:
                 cur = self.db.execute(
-                    "SELECT name, status FROM workunit WHERE batch_id=? ORDER BY id",
-                    (batch_id,))
+                    "SELECT name, status FROM workunit WHERE batch_id=? ORDER BY id", (batch_id,)
+                )
             return cur.fetchall()
 
     def job_details(self, batch_id: int) -> list[dict[str, Any]]:
-        return [dict(r) for r in self.all(
-            "SELECT w.id, w.name, w.canonical_resultid, w.error_mask, w.status,"
-            " COALESCE(c.cpu_time, 0) AS cpu_time,"
-            " (SELECT e.exit_status FROM result e WHERE e.workunit_id=w.id AND e.outcome=?"
-            "  ORDER BY e.id LIMIT 1) AS exit_status"
-            " FROM workunit w LEFT JOIN result c ON c.id=w.canonical_resultid"
-            " WHERE w.batch_id=? ORDER BY w.id", CLIENT_ERROR, batch_id)]
+        return [
+            dict(r)
+            for r in self.all(
+                "SELECT w.id, w.name, w.canonical_resultid, w.error_mask, w.status,"
+                " COALESCE(c.cpu_time, 0) AS cpu_time,"
+                " (SELECT e.exit_status FROM result e WHERE e.workunit_id=w.id AND e.outcome=?"
+                "  ORDER BY e.id LIMIT 1) AS exit_status"
+                " FROM workunit w LEFT JOIN result c ON c.id=w.canonical_resultid"
+                " WHERE w.batch_id=? ORDER BY w.id",
+                CLIENT_ERROR,
+                batch_id,
+            )
+        ]
 
     def result(self, result_id: int) -> sqlite3.Row | None:
         return self.one("SELECT * FROM result WHERE id=?", result_id)
@@ -387,7 +447,8 @@ class Store:
 
     def owner_of_wu(self, wu: sqlite3.Row) -> sqlite3.Row | None:
         return self.one(
-            "SELECT u.* FROM user u JOIN batch b ON b.user_id=u.id WHERE b.id=?", wu["batch_id"])
+            "SELECT u.* FROM user u JOIN batch b ON b.user_id=u.id WHERE b.id=?", wu["batch_id"]
+        )
 
     def abort(self, wu_ids: Sequence[int]) -> None:
         with self.tx():
@@ -397,6 +458,7 @@ class Store:
 
     def job_counts(self) -> list[tuple[str, int]]:
         """server_status.php's counts (the daemons' backlogs are always empty here)."""
+
         def count(state: int) -> int:
             row = self.one("SELECT COUNT(*) FROM result WHERE server_state=?", state)
             return int(row[0]) if row else 0
@@ -411,8 +473,7 @@ class Store:
         ]
 
     def count_active(self) -> int:
-        row = self.one(
-            "SELECT COUNT(*) FROM workunit WHERE status IN ('UNSENT','IN_PROGRESS')")
+        row = self.one("SELECT COUNT(*) FROM workunit WHERE status IN ('UNSENT','IN_PROGRESS')")
         return int(row[0]) if row else 0
 
     # -- volunteer side --
@@ -438,20 +499,35 @@ class Store:
                 (IN_PROGRESS, self.clock(), row["id"]),
             )
             self._refresh(row["wu_id"])
-            return Claim(row["id"], row["name"], row["wu_id"], row["wu_name"], row["app_name"],
-                         row["command_line"], tuple(json.loads(row["input_files"])))
+            return Claim(
+                row["id"],
+                row["name"],
+                row["wu_id"],
+                row["wu_name"],
+                row["app_name"],
+                row["command_line"],
+                tuple(json.loads(row["input_files"])),
+            )
 
     def finish(
-        self, claim: Claim, exit_status: int, elapsed: float, cpu: float, stderr_out: str,
-        outputs: Sequence[tuple[str, str, str]], output_hash: str, ok: bool,
+        self,
+        claim: Claim,
+        exit_status: int,
+        elapsed: float,
+        cpu: float,
+        stderr_out: str,
+        outputs: Sequence[tuple[str, str, str]],
+        output_hash: str,
+        ok: bool,
     ) -> None:
         """Record a returned instance and run the validator/transitioner logic. An instance of
         a job cancelled while it ran comes back aborted, as BOINC's client reports it after
         the scheduler told it to abort: a client error, exit status 202, no CPU time, no
         output; a failed instance carries no CPU time (BOINC 8.3 records none)."""
         with self.tx() as db:
-            mask = db.execute("SELECT error_mask FROM workunit WHERE id=?", (claim.wu_id,)
-                              ).fetchone()[0]
+            mask = db.execute(
+                "SELECT error_mask FROM workunit WHERE id=?", (claim.wu_id,)
+            ).fetchone()[0]
             if mask & WU_CANCELLED:
                 ok, exit_status, elapsed, cpu, outputs = False, EXIT_ABORTED_BY_PROJECT, 0, 0, []
                 stderr_out = stderr_out.split("<![CDATA[", 1)[0]
@@ -461,25 +537,44 @@ class Store:
                 "UPDATE result SET server_state=?, outcome=?, exit_status=?, elapsed_time=?,"
                 " cpu_time=?, stderr_out=?, received_time=?, output_files=?, output_hash=?"
                 " WHERE id=?",
-                (OVER, SUCCESS if ok else CLIENT_ERROR, exit_status, elapsed, cpu, stderr_out,
-                 self.clock(), json.dumps(list(outputs)), output_hash, claim.result_id),
+                (
+                    OVER,
+                    SUCCESS if ok else CLIENT_ERROR,
+                    exit_status,
+                    elapsed,
+                    cpu,
+                    stderr_out,
+                    self.clock(),
+                    json.dumps(list(outputs)),
+                    output_hash,
+                    claim.result_id,
+                ),
             )
             wu = db.execute("SELECT * FROM workunit WHERE id=?", (claim.wu_id,)).fetchone()
             if not wu["error_mask"] and not wu["canonical_resultid"]:
                 self._validate(wu)
-            elif not ok and not wu["canonical_resultid"] and not db.execute(
+            elif (
+                not ok
+                and not wu["canonical_resultid"]
+                and not db.execute(
                     "SELECT 1 FROM result WHERE workunit_id=? AND server_state IN (?,?)",
-                    (wu["id"], UNSENT, IN_PROGRESS)).fetchone():
+                    (wu["id"], UNSENT, IN_PROGRESS),
+                ).fetchone()
+            ):
                 # the transitioner: a failure and no result left to send
-                db.execute("UPDATE workunit SET error_mask=error_mask|? WHERE id=?",
-                           (WU_TOO_MANY_TOTAL, wu["id"]))
+                db.execute(
+                    "UPDATE workunit SET error_mask=error_mask|? WHERE id=?",
+                    (WU_TOO_MANY_TOTAL, wu["id"]),
+                )
             self._refresh(claim.wu_id)
             self._maybe_complete(wu["batch_id"])
 
     def _validate(self, wu: sqlite3.Row) -> None:
         results = self.db.execute(
             "SELECT id, server_state, outcome, output_hash FROM result WHERE workunit_id=?"
-            " ORDER BY id", (wu["id"],)).fetchall()
+            " ORDER BY id",
+            (wu["id"],),
+        ).fetchall()
         groups: dict[str, list[int]] = {}
         for r in results:
             if r["outcome"] == SUCCESS:
@@ -487,25 +582,31 @@ class Store:
         for ids in groups.values():
             if len(ids) >= wu["min_quorum"]:
                 self.db.execute(
-                    "UPDATE workunit SET canonical_resultid=? WHERE id=?", (ids[0], wu["id"]))
+                    "UPDATE workunit SET canonical_resultid=? WHERE id=?", (ids[0], wu["id"])
+                )
                 self.db.execute(
                     "UPDATE result SET server_state=?, outcome=? WHERE workunit_id=?"
-                    " AND server_state=?", (OVER, DIDNT_NEED, wu["id"], UNSENT))
+                    " AND server_state=?",
+                    (OVER, DIDNT_NEED, wu["id"], UNSENT),
+                )
                 return
         pending = [r for r in results if r["server_state"] in (UNSENT, IN_PROGRESS)]
         if not pending:
             # the project allows target_nresults results per job: no retries
             self.db.execute(
                 "UPDATE workunit SET error_mask=error_mask|? WHERE id=?",
-                (WU_TOO_MANY_TOTAL, wu["id"]))
+                (WU_TOO_MANY_TOTAL, wu["id"]),
+            )
 
     def _cancel(self, wu_id: int) -> int:
         """abort_workunit(): cancel unsent instances, set the cancelled bit; returns batch id."""
         self.db.execute(
             "UPDATE result SET server_state=?, outcome=? WHERE workunit_id=? AND server_state=?",
-            (OVER, DIDNT_NEED, wu_id, UNSENT))
+            (OVER, DIDNT_NEED, wu_id, UNSENT),
+        )
         self.db.execute(
-            "UPDATE workunit SET error_mask=error_mask|? WHERE id=?", (WU_CANCELLED, wu_id))
+            "UPDATE workunit SET error_mask=error_mask|? WHERE id=?", (WU_CANCELLED, wu_id)
+        )
         self._refresh(wu_id, force=True)
         row = self.db.execute("SELECT batch_id FROM workunit WHERE id=?", (wu_id,)).fetchone()
         return int(row[0])
@@ -521,20 +622,25 @@ class Store:
             status = "ERROR"
         elif self.db.execute(
             "SELECT 1 FROM result WHERE workunit_id=? AND server_state=? LIMIT 1",
-            (wu_id, IN_PROGRESS)).fetchone():
+            (wu_id, IN_PROGRESS),
+        ).fetchone():
             status = "IN_PROGRESS"
         else:
             status = "UNSENT"
         if force or status != wu["status"]:
             self.db.execute(
                 "UPDATE workunit SET status=?, mod_time=? WHERE id=?",
-                (status, self.mod_time(), wu_id))
+                (status, self.mod_time(), wu_id),
+            )
 
     def _maybe_complete(self, batch_id: int) -> None:
         active = self.db.execute(
             "SELECT 1 FROM workunit WHERE batch_id=? AND status IN ('UNSENT','IN_PROGRESS')"
-            " LIMIT 1", (batch_id,)).fetchone()
+            " LIMIT 1",
+            (batch_id,),
+        ).fetchone()
         if not active:
             self.db.execute(
                 "UPDATE batch SET state=?, completion_time=? WHERE id=? AND state=?",
-                (BATCH_COMPLETE, int(self.clock()), batch_id, BATCH_IN_PROGRESS))
+                (BATCH_COMPLETE, int(self.clock()), batch_id, BATCH_IN_PROGRESS),
+            )

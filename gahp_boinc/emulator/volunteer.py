@@ -56,12 +56,16 @@ def format_stderr(log: str, exit_code: int) -> str:
     """stderr_out as a BOINC 7 client reports it."""
     message = ""
     if exit_code:
-        message = (f"<message>\nprocess exited with code {exit_code} "
-                   f"({exit_code & 0xFFFFFFFF:#x}, {exit_code - 256})</message>\n")
+        message = (
+            f"<message>\nprocess exited with code {exit_code} "
+            f"({exit_code & 0xFFFFFFFF:#x}, {exit_code - 256})</message>\n"
+        )
     # the client copies stderr.txt (its last line ends with a newline), then a newline
     text = log + "\n" if log else ""
-    return (f"\n<core_client_version>{CORE_CLIENT_VERSION}</core_client_version>\n<![CDATA[\n"
-            f"{message}<stderr_txt>\n{text}\n</stderr_txt>\n]]>\n")
+    return (
+        f"\n<core_client_version>{CORE_CLIENT_VERSION}</core_client_version>\n<![CDATA[\n"
+        f"{message}<stderr_txt>\n{text}\n</stderr_txt>\n]]>\n"
+    )
 
 
 ERR_GIVEUP_DOWNLOAD = -114
@@ -92,8 +96,13 @@ class Volunteer:
     """Background threads that process UNSENT instances."""
 
     def __init__(
-        self, store: Store, job_delay: float = 0.5, nthreads: int = 2, inline: bool = False,
-        app_timeout: float = 300.0, expire: bool = True,
+        self,
+        store: Store,
+        job_delay: float = 0.5,
+        nthreads: int = 2,
+        inline: bool = False,
+        app_timeout: float = 300.0,
+        expire: bool = True,
     ) -> None:
         self.store = store
         self.expire = expire  # cancel the jobs of expired batches (a project's expiry daemon)
@@ -191,8 +200,14 @@ class Volunteer:
             if code == 0:
                 code, log = self._upload_outputs(spec, claim, scratch, log, outputs, digest)
             self.store.finish(
-                claim, code, round(elapsed, 6), round(cpu, 6), format_stderr(log, code),
-                outputs if code == 0 else [], digest.hexdigest(), ok=code == 0,
+                claim,
+                code,
+                round(elapsed, 6),
+                round(cpu, 6),
+                format_stderr(log, code),
+                outputs if code == 0 else [],
+                digest.hexdigest(),
+                ok=code == 0,
             )
             if spec.collect:
                 self._collect(claim.result_id)
@@ -211,8 +226,13 @@ class Volunteer:
         return failed
 
     def _upload_outputs(
-        self, spec: AppSpec, claim: Claim, scratch: Path, log: str,
-        outputs: list[tuple[str, str, str]], digest: Any,
+        self,
+        spec: AppSpec,
+        claim: Claim,
+        scratch: Path,
+        log: str,
+        outputs: list[tuple[str, str, str]],
+        digest: Any,
     ) -> tuple[int, str]:
         """Move the outputs to the upload directory as the client uploads them, adding
         them to ``outputs`` and ``digest``; the exit code and log (a missing or too
@@ -224,7 +244,8 @@ class Volunteer:
                 return ERR_FILE_MISSING, log + f"\noutput file {open_name} missing"
             if src.stat().st_size > spec.max_nbytes:
                 return ERR_FILE_TOO_BIG, (
-                    log + f"\noutput file {open_name} larger than {spec.max_nbytes} bytes")
+                    log + f"\noutput file {open_name} larger than {spec.max_nbytes} bytes"
+                )
             data = src.read_bytes()
             digest.update(hashlib.sha256(data).digest())
             rel = f"{claim.result_id}_{i}"
@@ -263,8 +284,11 @@ class Volunteer:
         env["PYTHONPATH"] = os.pathsep.join(p for p in (_PKG_ROOT, env.get("PYTHONPATH")) if p)
         proc = subprocess.Popen(
             [sys.executable, "-m", "gahp_boinc.emulator.apps", app, *args],
-            cwd=workdir, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT, env=env,
+            cwd=workdir,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            env=env,
         )
         with self._procs_lock:
             self._procs.add(proc)

@@ -89,9 +89,21 @@ class RealBoinc:
         newlines and tabs in values come escaped as ``\\n`` and ``\\t``)."""
         client = shutil.which("mariadb") or shutil.which("mysql") or "mysql"
         proc = subprocess.run(
-            [client, "--batch", "-h", self.db_host, "-u", self.db_user,
-             f"-p{self.db_password}", self.db_name, "-e", query],
-            capture_output=True, text=True, timeout=timeout,
+            [
+                client,
+                "--batch",
+                "-h",
+                self.db_host,
+                "-u",
+                self.db_user,
+                f"-p{self.db_password}",
+                self.db_name,
+                "-e",
+                query,
+            ],
+            capture_output=True,
+            text=True,
+            timeout=timeout,
         )
         if proc.returncode != 0:
             raise AssertionError(f"SQL {query!r} failed: {proc.stderr.strip()}")
@@ -208,10 +220,14 @@ class RecordingProxy:
                 body = self.rfile.read(n) if n else None
                 proxy.bodies.append((self.path, body or b""))
                 req = urllib.request.Request(
-                    f"{target.scheme}://{target.netloc}{self.path}", data=body,
+                    f"{target.scheme}://{target.netloc}{self.path}",
+                    data=body,
                     method=self.command,
-                    headers={k: v for k, v in self.headers.items()
-                             if k.lower() in ("content-type", "user-agent", "cookie")},
+                    headers={
+                        k: v
+                        for k, v in self.headers.items()
+                        if k.lower() in ("content-type", "user-agent", "cookie")
+                    },
                 )
                 try:
                     with urllib.request.urlopen(req, timeout=60) as resp:
@@ -225,8 +241,13 @@ class RecordingProxy:
                 proxy.answers.append((self.path, body or b"", status))
                 self.send_response(status)
                 for name, value in headers.items():
-                    if name.lower() not in ("content-length", "transfer-encoding", "connection",
-                                            "date", "server"):
+                    if name.lower() not in (
+                        "content-length",
+                        "transfer-encoding",
+                        "connection",
+                        "date",
+                        "server",
+                    ):
                         self.send_header(name, value)
                 self.send_header("Content-Length", str(len(data)))
                 self.end_headers()

@@ -56,15 +56,21 @@ def jobs(real_boinc, tmp_path_factory):
     blah = GahpClient([*BLAHPD, "--config", str(conf), "--log", str(log), "--log-level", "DEBUG"])
     j = Jobs(blah=blah, log=log, work=work)
     specs = {
-        "ok": {"Arguments": "--cpu_time 1", "In": "in file.txt", "Out": "result.txt",
-               "Err": "stderr.txt"},
-        "fail": {"Arguments": "--early_exit --cpu_time 1", "In": "long.txt",
-                 "Err": "failed.err"},
+        "ok": {
+            "Arguments": "--cpu_time 1",
+            "In": "in file.txt",
+            "Out": "result.txt",
+            "Err": "stderr.txt",
+        },
+        "fail": {"Arguments": "--early_exit --cpu_time 1", "In": "long.txt", "Err": "failed.err"},
         "cancel": {"Arguments": "--cpu_time 1", "In": "in file.txt"},
     }
     for role, extra in specs.items():
-        res = blah.call("BLAH_JOB_SUBMIT", ad(Cmd=f"{work}/{real_boinc.app}", Iwd=str(work),
-                                              gridtype="boinc", **extra), timeout=300)
+        res = blah.call(
+            "BLAH_JOB_SUBMIT",
+            ad(Cmd=f"{work}/{real_boinc.app}", Iwd=str(work), gridtype="boinc", **extra),
+            timeout=300,
+        )
         j.submits[role] = res
         if res[0] == "0":
             j.ids[role] = res[2]

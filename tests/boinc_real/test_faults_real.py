@@ -177,14 +177,16 @@ def test_fetch_across_an_apache_restart(gahp, faults, real_boinc):
     assert gahp.call("BOINC_FETCH_OUTPUT", job, str(base), "/dev/null", "ALL", "0")[0] == "NULL"
     with Outage(real_boinc, "apache"):
         start = time.monotonic()
-        res = gahp.call("BOINC_FETCH_OUTPUT", job, str(out), "err.txt", "ALL", "0",
-                        timeout=HTCONDOR_DEADLINE)
+        res = gahp.call(
+            "BOINC_FETCH_OUTPUT", job, str(out), "err.txt", "ALL", "0", timeout=HTCONDOR_DEADLINE
+        )
         took = time.monotonic() - start
     assert took < HTCONDOR_DEADLINE - 10, took
     if res[0] == "NULL":
         assert (out / "out").read_bytes() == (base / "out").read_bytes()
     else:
         assert clear_error(res), res
-        assert not (out / "out").exists() or (out / "out").read_bytes() == (
-            base / "out").read_bytes()
+        assert (
+            not (out / "out").exists() or (out / "out").read_bytes() == (base / "out").read_bytes()
+        )
     assert not [f for f in out.iterdir() if f.read_bytes().startswith(b"ERROR:")]

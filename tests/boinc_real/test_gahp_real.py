@@ -96,8 +96,15 @@ def world(real_boinc, tmp_path_factory, recording_proxy):
         w.sent[role] = proxy.answers[first:]
 
     # A: jobs sharing inputs, including two local files with the same content (bug B3 bait)
-    submit("A", [("", cpu, [inputs["a"]]), ("", cpu, [inputs["b"]]), ("", cpu, [inputs["a"]]),
-                 ("", cpu, [inputs["a copy"]])])
+    submit(
+        "A",
+        [
+            ("", cpu, [inputs["a"]]),
+            ("", cpu, [inputs["b"]]),
+            ("", cpu, [inputs["a"]]),
+            ("", cpu, [inputs["a copy"]]),
+        ],
+    )
     w.lease = int(time.time()) + 6 * 3600
     w.results["lease"] = gahp.call("BOINC_SET_LEASE", w.batches["A"], str(w.lease))
     # F: fails on the volunteer (exit status 246)
@@ -123,8 +130,9 @@ def states_of(res: list[str], nbatches: int) -> list[dict[str, str]]:
     groups, i = [], 2
     for _ in range(nbatches):
         n = int(res[i])
-        groups.append(dict(zip(res[i + 1 : i + 1 + 2 * n : 2], res[i + 2 : i + 2 + 2 * n : 2],
-                               strict=True)))
+        groups.append(
+            dict(zip(res[i + 1 : i + 1 + 2 * n : 2], res[i + 2 : i + 2 + 2 * n : 2], strict=True))
+        )
         i += 1 + 2 * n
     assert i == len(res), res
     return groups
@@ -205,8 +213,14 @@ def test_optional_job_parameters_reach_the_workunit(world, real_boinc):
     """All six go out in submit_batch; app_version_num lands in the workunit row, and each of
     the five others holds the value sent or, where the app's input template sets one, the
     template's (BOINC's create_work lets the template win)."""
-    names = ("rsc_fpops_est", "rsc_fpops_bound", "rsc_memory_bound", "rsc_disk_bound",
-             "delay_bound", "app_version_num")
+    names = (
+        "rsc_fpops_est",
+        "rsc_fpops_bound",
+        "rsc_memory_bound",
+        "rsc_disk_bound",
+        "delay_bound",
+        "app_version_num",
+    )
     submit_body = next(b for _, b, _ in world.sent["P"] if b"<submit_batch>" in b).decode()
     for name, value in zip(names, PARAMS, strict=True):
         m = re.search(f"<{name}>([^<]*)</{name}>", submit_body)
@@ -326,15 +340,17 @@ def test_bad_and_non_submitter_authenticators(world, real_boinc):
         res = c.call("BOINC_QUERY_BATCHES", "0", "1", world.batches["A"])
         assert len(res) == 1 and "authenticator" in res[0], res
         name0 = f"bad#{world.stamp}"
-        bad_submit = c.call("BOINC_SUBMIT", *submit_args(
-            name0, real_boinc.app, [(f"{name0}#0", [], [world.inputs["a"]])]
-        ))
+        bad_submit = c.call(
+            "BOINC_SUBMIT",
+            *submit_args(name0, real_boinc.app, [(f"{name0}#0", [], [world.inputs["a"]])]),
+        )
         assert len(bad_submit) == 1, bad_submit
         assert c.command("BOINC_SELECT_PROJECT", real_boinc.url, real_boinc.nosubmit_auth) == ["S"]
         name = f"nosub#{world.stamp}"
-        res2 = c.call("BOINC_SUBMIT", *submit_args(
-            name, real_boinc.app, [(f"{name}#0", [], [world.inputs["a"]])]
-        ))
+        res2 = c.call(
+            "BOINC_SUBMIT",
+            *submit_args(name, real_boinc.app, [(f"{name}#0", [], [world.inputs["a"]])]),
+        )
         assert len(res2) == 1 and "submit access" in res2[0], res2
         res3 = c.call("BOINC_QUERY_BATCHES", "0", "1", world.batches["A"])
         assert len(res3) == 1, res3  # not this account's batch

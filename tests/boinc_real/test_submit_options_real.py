@@ -152,8 +152,13 @@ def test_blahpd_submit_ad_priority_and_target_reach_the_workunit(real_boinc, tmp
         blah.close()
 
 
-REPLICATION = ("min_quorum", "target_nresults", "max_error_results", "max_total_results",
-               "max_success_results")
+REPLICATION = (
+    "min_quorum",
+    "target_nresults",
+    "max_error_results",
+    "max_total_results",
+    "max_success_results",
+)
 
 
 def _replication_of(real_boinc, job: str) -> tuple[str, ...]:
@@ -166,16 +171,28 @@ def test_replication_options_without_a_template_reach_the_workunit(real_boinc, t
     with them set (the job still has its input and the app's other limits)."""
     tag = f"rep{int(time.time() * 1000) % 10**9}"
     (tmp_path / "in.txt").write_text(f"replication {tag}\n")
-    opts = JobOptions(min_quorum=1, target_nresults=2, max_error_results=4,
-                      max_total_results=6, max_success_results=3)
+    opts = JobOptions(
+        min_quorum=1,
+        target_nresults=2,
+        max_error_results=4,
+        max_total_results=6,
+        max_success_results=3,
+    )
     with SyncBoincClient(real_boinc.url, real_boinc.auth) as c:
-        c.submit(tag, real_boinc.app, [
-            Job(f"{tag}_r", args=["--cpu_time", "1"], inputs=[tmp_path / "in.txt"], options=opts),
-        ])
+        c.submit(
+            tag,
+            real_boinc.app,
+            [
+                Job(
+                    f"{tag}_r", args=["--cpu_time", "1"], inputs=[tmp_path / "in.txt"], options=opts
+                ),
+            ],
+        )
         try:
             assert _replication_of(real_boinc, f"{tag}_r") == ("1", "2", "4", "6", "3")
             row = real_boinc.one(
-                f"SELECT rsc_fpops_est, delay_bound FROM workunit WHERE name='{tag}_r'")
+                f"SELECT rsc_fpops_est, delay_bound FROM workunit WHERE name='{tag}_r'"
+            )
             assert float(row["rsc_fpops_est"]) == 1e10 and float(row["delay_bound"]) == 86400
         finally:
             c.abort_batch(tag)
@@ -195,11 +212,22 @@ def test_blahpd_replication_attributes_reach_the_workunit(real_boinc, tmp_path: 
     (tmp_path / "in.txt").write_text("blah replication\n")
     blah = GahpClient([sys.executable, "-m", "gahp_blah", "--config", str(conf)])
     try:
-        res = blah.call("BLAH_JOB_SUBMIT", ad(
-            Cmd=f"{tmp_path}/{real_boinc.app}", Iwd=str(tmp_path), gridtype="boinc",
-            Arguments="--cpu_time 1", In="in.txt", BoincMinQuorum=1, BoincTargetNresults=2,
-            BoincMaxErrorResults=3, BoincMaxTotalResults=7, BoincMaxSuccessResults=4,
-        ), timeout=300)
+        res = blah.call(
+            "BLAH_JOB_SUBMIT",
+            ad(
+                Cmd=f"{tmp_path}/{real_boinc.app}",
+                Iwd=str(tmp_path),
+                gridtype="boinc",
+                Arguments="--cpu_time 1",
+                In="in.txt",
+                BoincMinQuorum=1,
+                BoincTargetNresults=2,
+                BoincMaxErrorResults=3,
+                BoincMaxTotalResults=7,
+                BoincMaxSuccessResults=4,
+            ),
+            timeout=300,
+        )
         assert res[0] == "0", res
         job = res[2].rsplit("/", 1)[-1]
         deadline = time.monotonic() + 60
@@ -226,8 +254,10 @@ def test_batches_are_addressed_by_id_where_names_repeat(real_boinc, tmp_path: Pa
             assert ids == {str(first.batch_id), str(second.batch_id)}
             assert [j.name for j in c.query_batch(second.batch_id).jobs] == [f"{tag}_2"]
             c.set_expire_time(second.batch_id, 2_000_000_000)
-            rows = {r["id"]: r["expire_time"] for r in real_boinc.sql(
-                f"SELECT id, expire_time FROM batch WHERE name='{tag}'")}
+            rows = {
+                r["id"]: r["expire_time"]
+                for r in real_boinc.sql(f"SELECT id, expire_time FROM batch WHERE name='{tag}'")
+            }
             assert float(rows[str(second.batch_id)]) == 2e9
             assert float(rows[str(first.batch_id)]) != 2e9
             c.abort_batch(second.batch_id)
@@ -237,8 +267,10 @@ def test_batches_are_addressed_by_id_where_names_repeat(real_boinc, tmp_path: Pa
             for batch in (first.batch_id, second.batch_id):
                 c.abort_batch(batch)
                 c.retire(batch)
-        states = {r["id"]: r["state"] for r in real_boinc.sql(
-            f"SELECT id, state FROM batch WHERE name='{tag}'")}
+        states = {
+            r["id"]: r["state"]
+            for r in real_boinc.sql(f"SELECT id, state FROM batch WHERE name='{tag}'")
+        }
         assert set(states.values()) == {"4"}, states  # both retired, each by its id
 
 
@@ -255,16 +287,35 @@ def test_boinc_gahp_submit_options_reach_the_workunit(real_boinc, tmp_path: Path
     try:
         assert gahp.command("BOINC_SELECT_PROJECT", real_boinc.url, real_boinc.auth) == ["S"]
         res = gahp.call(
-            "BOINC_SUBMIT", tag, real_boinc.app, "1", f"{tag}#1.0", "2", "--cpu_time", "1",
-            "1", str(tmp_path / "in.txt"), "in", *["NULL"] * 6, "priority=6",
-            "min_quorum=1", "target_nresults=2", "max_total_results=5", timeout=300,
+            "BOINC_SUBMIT",
+            tag,
+            real_boinc.app,
+            "1",
+            f"{tag}#1.0",
+            "2",
+            "--cpu_time",
+            "1",
+            "1",
+            str(tmp_path / "in.txt"),
+            "in",
+            *["NULL"] * 6,
+            "priority=6",
+            "min_quorum=1",
+            "target_nresults=2",
+            "max_total_results=5",
+            timeout=300,
         )
         assert res == ["NULL"], res
         row = real_boinc.one(
             "SELECT priority, min_quorum, target_nresults, max_total_results FROM workunit"
-            f" WHERE name='{tag}#1.0'")
-        assert (row["priority"], row["min_quorum"], row["target_nresults"],
-                row["max_total_results"]) == ("6", "1", "2", "5"), row
+            f" WHERE name='{tag}#1.0'"
+        )
+        assert (
+            row["priority"],
+            row["min_quorum"],
+            row["target_nresults"],
+            row["max_total_results"],
+        ) == ("6", "1", "2", "5"), row
     finally:
         gahp.close()
         with SyncBoincClient(real_boinc.url, real_boinc.auth) as c:

@@ -47,7 +47,10 @@ def boinc_config(tmp: Path, url: str, authenticator: str, **driver: object) -> P
     auth = tmp / "authenticator"
     auth.write_text(authenticator + "\n")
     settings: dict[str, object] = {
-        "project_url": url, "authenticator_file": str(auth), "retries": 1, **driver
+        "project_url": url,
+        "authenticator_file": str(auth),
+        "retries": 1,
+        **driver,
     }
     lines = [f"{k} = {toml_value(v)}" for k, v in settings.items()]
     return config_file(tmp, "[driver.boinc]\n" + "\n".join(lines) + "\n")
@@ -59,8 +62,7 @@ class Blah:
     ``args`` follow ``python -m gahp_blah`` (``--config``, ``--state-dir``, ``--log``...).
     """
 
-    def __init__(self, *args: str | os.PathLike[str], env: Mapping[str, str] | None = None
-                 ) -> None:
+    def __init__(self, *args: str | os.PathLike[str], env: Mapping[str, str] | None = None) -> None:
         self.argv = [*BLAHPD, *map(str, args)]
         self.env = env
         self.c = GahpClient(self.argv, env=env)

@@ -34,9 +34,19 @@ def blah(setup, tmp_path):
 def test_whole_job_life_with_outputs_and_a_restart(blah, setup, emulator, tmp_path):
     conf, work = setup
     emulator.pause_volunteer()
-    res = blah.c.call("BLAH_JOB_SUBMIT", ad(
-        Cmd=f"{work}/uppercase", Arguments="--repeat 2", Iwd=str(work), In="in.txt",
-        Out="result.txt", Err="stderr.txt", gridtype="boinc"), timeout=60)
+    res = blah.c.call(
+        "BLAH_JOB_SUBMIT",
+        ad(
+            Cmd=f"{work}/uppercase",
+            Arguments="--repeat 2",
+            Iwd=str(work),
+            In="in.txt",
+            Out="result.txt",
+            Err="stderr.txt",
+            gridtype="boinc",
+        ),
+        timeout=60,
+    )
     assert res[0] == "0", res
     jobid = res[2]
     assert jobid.startswith("boinc/") and " " not in jobid
@@ -56,9 +66,17 @@ def test_whole_job_life_with_outputs_and_a_restart(blah, setup, emulator, tmp_pa
 
 def test_transfer_input_and_output(blah, setup):
     conf, work = setup
-    res = blah.c.call("BLAH_JOB_SUBMIT", ad(
-        Cmd="concat", Iwd=str(work), TransferInput="in.txt, in2.txt",
-        TransferOutput="out2", gridtype="boinc"), timeout=60)
+    res = blah.c.call(
+        "BLAH_JOB_SUBMIT",
+        ad(
+            Cmd="concat",
+            Iwd=str(work),
+            TransferInput="in.txt, in2.txt",
+            TransferOutput="out2",
+            gridtype="boinc",
+        ),
+        timeout=60,
+    )
     assert res[0] == "0", res
     blah.wait(res[2], 4)
     assert (work / "out2").read_text() == "second\nhello boinc\n"
@@ -67,8 +85,9 @@ def test_transfer_input_and_output(blah, setup):
 
 def test_failed_job_is_completed_with_an_exit_code(blah, setup):
     conf, work = setup
-    res = blah.c.call("BLAH_JOB_SUBMIT", ad(Cmd="fail", Iwd=str(work), In="in.txt",
-                                            gridtype="boinc"), timeout=60)
+    res = blah.c.call(
+        "BLAH_JOB_SUBMIT", ad(Cmd="fail", Iwd=str(work), In="in.txt", gridtype="boinc"), timeout=60
+    )
     info = blah.wait(res[2], 4)
     assert info["ExitCode"] != 0 and "BOINC job failed" in info["ExitReason"]
 
@@ -76,8 +95,11 @@ def test_failed_job_is_completed_with_an_exit_code(blah, setup):
 def test_cancel_and_refused_hold(blah, setup, emulator):
     conf, work = setup
     emulator.pause_volunteer()
-    res = blah.c.call("BLAH_JOB_SUBMIT", ad(Cmd="uppercase", Iwd=str(work), In="in.txt",
-                                            gridtype="boinc"), timeout=60)
+    res = blah.c.call(
+        "BLAH_JOB_SUBMIT",
+        ad(Cmd="uppercase", Iwd=str(work), In="in.txt", gridtype="boinc"),
+        timeout=60,
+    )
     jobid = res[2]
     hold = blah.c.call("BLAH_JOB_HOLD", jobid)
     assert hold[0] != "0" and "cannot be held" in hold[1]
@@ -89,18 +111,31 @@ def test_cancel_and_refused_hold(blah, setup, emulator):
 
 def test_errors_are_clear(blah, setup, tmp_path):
     conf, work = setup
-    res = blah.c.call("BLAH_JOB_SUBMIT", ad(Cmd="no_such_app", Iwd=str(work), In="in.txt",
-                                            gridtype="boinc"), timeout=60)
+    res = blah.c.call(
+        "BLAH_JOB_SUBMIT",
+        ad(Cmd="no_such_app", Iwd=str(work), In="in.txt", gridtype="boinc"),
+        timeout=60,
+    )
     assert res[0] != "0" and "no_such_app" in res[1] and res[2] == "N/A"
     res = blah.c.call("BLAH_JOB_SUBMIT", ad(Cmd="uppercase", In="in.txt", gridtype="boinc"))
     assert res[0] != "0" and "Iwd" in res[1]
-    res = blah.c.call("BLAH_JOB_SUBMIT", ad(
-        Cmd="uppercase", Iwd=str(work), In="in.txt", gridtype="boinc",
-        BoincProjectUrl="http://127.0.0.1:1/nowhere/",
-        BoincAuthenticatorFile=str(tmp_path / "authenticator")), timeout=120)
+    res = blah.c.call(
+        "BLAH_JOB_SUBMIT",
+        ad(
+            Cmd="uppercase",
+            Iwd=str(work),
+            In="in.txt",
+            gridtype="boinc",
+            BoincProjectUrl="http://127.0.0.1:1/nowhere/",
+            BoincAuthenticatorFile=str(tmp_path / "authenticator"),
+        ),
+        timeout=120,
+    )
     assert res[0] != "0" and "cannot reach" in res[1]
     assert blah.c.call("BLAH_JOB_STATUS", "boinc/20260101/blah-0000")[:2] == [
-        "0", "No error"]  # unknown: a definite answer
+        "0",
+        "No error",
+    ]  # unknown: a definite answer
     assert blah.c.call("BLAH_PING", "boinc") == ["0", "No error"]
 
 
@@ -109,9 +144,18 @@ def test_failed_job_gives_the_apps_exit_status_and_an_err_file(blah, setup):
     500 on PHP 8, as the emulator does by default): the exit status still comes through."""
     conf, work = setup
     (work / "long.txt").write_text("an input longer than thirty characters\n")
-    res = blah.c.call("BLAH_JOB_SUBMIT", ad(
-        Cmd="worker", Arguments="--early_exit", Iwd=str(work), In="long.txt", Err="failed.err",
-        gridtype="boinc"), timeout=60)
+    res = blah.c.call(
+        "BLAH_JOB_SUBMIT",
+        ad(
+            Cmd="worker",
+            Arguments="--early_exit",
+            Iwd=str(work),
+            In="long.txt",
+            Err="failed.err",
+            gridtype="boinc",
+        ),
+        timeout=60,
+    )
     assert res[0] == "0", res
     info = blah.wait(res[2], 4)
     assert info["ExitCode"] == 246, info
@@ -125,10 +169,21 @@ def test_replication_attributes_set_the_jobs_quorum_and_survive_a_restart(blah, 
     input template: the emulator runs as many instances; a bad combination is refused."""
     conf, work = setup
     emulator.pause_volunteer()
-    res = blah.c.call("BLAH_JOB_SUBMIT", ad(
-        Cmd="uppercase", Iwd=str(work), In="in.txt", gridtype="boinc", BoincMinQuorum=2,
-        BoincTargetNresults=2, BoincMaxErrorResults=3, BoincMaxTotalResults=5,
-        BoincMaxSuccessResults=4), timeout=60)
+    res = blah.c.call(
+        "BLAH_JOB_SUBMIT",
+        ad(
+            Cmd="uppercase",
+            Iwd=str(work),
+            In="in.txt",
+            gridtype="boinc",
+            BoincMinQuorum=2,
+            BoincTargetNresults=2,
+            BoincMaxErrorResults=3,
+            BoincMaxTotalResults=5,
+            BoincMaxSuccessResults=4,
+        ),
+        timeout=60,
+    )
     assert res[0] == "0", res
     blah.restart()  # queued in blahpd's records when it died: the options are kept
     emulator.resume_volunteer()
@@ -139,8 +194,17 @@ def test_replication_attributes_set_the_jobs_quorum_and_survive_a_restart(blah, 
     row = store.one("SELECT id, min_quorum, target_nresults FROM workunit WHERE name=?", job)
     assert row is not None and (row["min_quorum"], row["target_nresults"]) == (2, 2)
     assert len(store.all("SELECT id FROM result WHERE workunit_id=?", row["id"])) == 2
-    bad = blah.c.call("BLAH_JOB_SUBMIT", ad(
-        Cmd="uppercase", Iwd=str(work), In="in.txt", gridtype="boinc",
-        BoincMaxSuccessResults=6, BoincMaxTotalResults=5), timeout=60)
+    bad = blah.c.call(
+        "BLAH_JOB_SUBMIT",
+        ad(
+            Cmd="uppercase",
+            Iwd=str(work),
+            In="in.txt",
+            gridtype="boinc",
+            BoincMaxSuccessResults=6,
+            BoincMaxTotalResults=5,
+        ),
+        timeout=60,
+    )
     assert bad[0] != "0" and "BoincMaxSuccessResults" in bad[1], bad
     assert "BoincMaxTotalResults" in bad[1], bad

@@ -14,8 +14,7 @@ from gahp_boinc.emulator import EmulatorServer
 from gahp_core.testing import GahpClient, wait_for
 
 
-def pipelined(c: GahpClient, command: str, args: list[str], inflight: int = 50
-              ) -> list[list[str]]:
+def pipelined(c: GahpClient, command: str, args: list[str], inflight: int = 50) -> list[list[str]]:
     """One ``command`` per argument, at most ``inflight`` unanswered (as the gridmanager
     sends them); the results in the order of ``args``."""
     results: dict[str, list[str]] = {}
@@ -49,10 +48,12 @@ def emulator(tmp_path):
         yield srv
 
 
-def start_blah(tmp: Path, emulator: EmulatorServer, window: float = 2.0, interval: float = 1.0
-               ) -> Blah:
-    conf = boinc_config(tmp, emulator.url, emulator.authenticator, batch_window_s=window,
-                        status_interval=interval)
+def start_blah(
+    tmp: Path, emulator: EmulatorServer, window: float = 2.0, interval: float = 1.0
+) -> Blah:
+    conf = boinc_config(
+        tmp, emulator.url, emulator.authenticator, batch_window_s=window, status_interval=interval
+    )
     return Blah("--config", conf)
 
 
@@ -69,8 +70,14 @@ def inputs(work: Path, n: int) -> None:
 
 
 def job_attrs(work: Path, i: int, **extra: object) -> dict[str, object]:
-    return dict(Cmd=f"{work}/uppercase", Iwd=str(work), In=f"in.{i}", Out=f"res.{i}",
-                gridtype="boinc", **extra)
+    return dict(
+        Cmd=f"{work}/uppercase",
+        Iwd=str(work),
+        In=f"in.{i}",
+        Out=f"res.{i}",
+        gridtype="boinc",
+        **extra,
+    )
 
 
 def job(work: Path, i: int, **extra: object) -> str:
@@ -154,8 +161,7 @@ def test_a_bad_job_fails_alone(blah, emulator, work):
         job(work, 0),
         ad(Cmd="uppercase", Iwd=str(work), In="missing", gridtype="boinc"),
         job(work, 1),
-        ad(Cmd="uppercase", Iwd=str(work), In="in.2", TransferInput="extra",
-           gridtype="boinc"),
+        ad(Cmd="uppercase", Iwd=str(work), In="in.2", TransferInput="extra", gridtype="boinc"),
         job(work, 2),
     ]
     res = pipelined(blah.c, "BLAH_JOB_SUBMIT", ads)
@@ -258,8 +264,7 @@ def test_status_of_many_jobs_is_one_request_per_project(tmp_path, emulator, work
         inputs(work, n)
         emulator.pause_volunteer()
         ads = [job(work, i) for i in range(n // 2)] + [
-            ad(Cmd="fail", Iwd=str(work), In=f"in.{i}", gridtype="boinc")
-            for i in range(n // 2, n)
+            ad(Cmd="fail", Iwd=str(work), In=f"in.{i}", gridtype="boinc") for i in range(n // 2, n)
         ]
         ids = submit_all(blah, ads)
         wait_for(lambda: len(workunits(emulator)) == n)

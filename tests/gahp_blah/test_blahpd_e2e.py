@@ -36,7 +36,6 @@ class TestBlahpdConformance(GahpConformance):
     probe_result_fields = 2  # 0 No\ error
 
 
-
 def v2(args: list[str]) -> str:
     return " ".join("'" + a.replace("'", "''") + "'" for a in args)
 
@@ -145,16 +144,22 @@ def test_cancel_running_job(blah, lrms, program, job_dir):
 
 def _slurm_node_cpus(env: dict[str, str] | None) -> int:
     """The CPUs Slurm gives its node (not this machine's count: slurm.conf says)."""
-    proc = subprocess.run(["sinfo", "-h", "-o", "%c"], capture_output=True, text=True,
-                          timeout=30, env=env)
+    proc = subprocess.run(
+        ["sinfo", "-h", "-o", "%c"], capture_output=True, text=True, timeout=30, env=env
+    )
     words = proc.stdout.split()
     return int(words[0]) if words and words[0].isdigit() else os.cpu_count() or 1
 
 
 def _pbs_node_cpus(env: dict[str, str]) -> int:
     """The CPUs of OpenPBS's one node."""
-    proc = subprocess.run([str(Path(env["GAHP_PBS_BIN_DIR"]) / "pbsnodes"), "-a", "-F", "json"],
-                          capture_output=True, text=True, timeout=30, env=env)
+    proc = subprocess.run(
+        [str(Path(env["GAHP_PBS_BIN_DIR"]) / "pbsnodes"), "-a", "-F", "json"],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        env=env,
+    )
     nodes = json.loads(proc.stdout)["nodes"]
     return int(next(iter(nodes.values()))["resources_available"]["ncpus"])
 
@@ -181,8 +186,9 @@ def test_hold_and_resume(blah, lrms, program, job_dir, slurm_env, pbs_env):
             blah.c.call("BLAH_JOB_CANCEL", blocker, timeout=60)
 
 
-def _hold_and_resume(blah: Blah, lrms: str, program: Path, job_dir: Path,
-                     blocker: str | None) -> None:
+def _hold_and_resume(
+    blah: Blah, lrms: str, program: Path, job_dir: Path, blocker: str | None
+) -> None:
     if blocker:
         blah.wait(blocker, 2)
     res = blah.submit(
@@ -264,8 +270,14 @@ def test_escaped_classad_on_the_wire(blah, program, tmp_path):
 def test_refresh_proxy_replaces_the_jobs_proxy(blah, program, tmp_path):
     proxy = tmp_path / "x509up"
     proxy.write_text("old proxy")
-    res = blah.submit(Cmd=str(program), Iwd=str(tmp_path), Environment="BT_SLEEP=30",
-                      x509UserProxy=str(proxy), Out="o", gridtype="fork")
+    res = blah.submit(
+        Cmd=str(program),
+        Iwd=str(tmp_path),
+        Environment="BT_SLEEP=30",
+        x509UserProxy=str(proxy),
+        Out="o",
+        gridtype="fork",
+    )
     jobid = res[2]
     fresh = tmp_path / "fresh"
     fresh.write_text("new proxy")
@@ -296,8 +308,9 @@ def test_drivers_allow_list(tmp_path):
             assert f"{gridtype!r} is not supported here (enabled: fork)" in res[1], res
         assert c.call("BLAH_PING", "slurm")[0] == "1"
         assert c.call("BLAH_PING", "fork") == ["0", "No error"]
-        res = c.call("BLAH_JOB_SUBMIT", ad_string(Cmd="/bin/true", Iwd=str(tmp_path),
-                                                 gridtype="fork"))
+        res = c.call(
+            "BLAH_JOB_SUBMIT", ad_string(Cmd="/bin/true", Iwd=str(tmp_path), gridtype="fork")
+        )
         assert res[0] == "0" and res[2].startswith("fork/"), res
 
 
@@ -310,38 +323,53 @@ class Expr(str):
 
 
 def _raw_ad(**attrs: object) -> str:
-    return "[ " + "; ".join(
-        f"{k} = {v}" if isinstance(v, Expr) else ad_string(**{k: v})[2:-2]
-        for k, v in attrs.items()
-    ) + " ]"
+    return (
+        "[ "
+        + "; ".join(
+            f"{k} = {v}" if isinstance(v, Expr) else ad_string(**{k: v})[2:-2]
+            for k, v in attrs.items()
+        )
+        + " ]"
+    )
 
 
-def _site_blah(tmp_path: Path, env: dict[str, str] | None, script: str, lrms: str,
-               timeout: float = 10) -> Blah:
+def _site_blah(
+    tmp_path: Path, env: dict[str, str] | None, script: str, lrms: str, timeout: float = 10
+) -> Blah:
     """blahpd with a C-blahp-style site script as ``<lrms>_local_submit_attributes.sh``."""
     site = tmp_path / "blahp etc"
     site.mkdir(parents=True)
     hook = site / f"{lrms}_local_submit_attributes.sh"
     hook.write_text("#!/bin/bash\n" + script)  # not executable: it is sourced, as by the C blahp
     conf = tmp_path / "blahpd.toml"
-    conf.write_text(f'[site]\nlocal_submit_attributes_dir = "{site}"\n'
-                    f"local_submit_attributes_timeout = {timeout}\n")
-    return Blah("--state-dir", tmp_path / "state",
-                env={**(env or os.environ), "BLAHPD_CONFIG": str(conf)})
+    conf.write_text(
+        f'[site]\nlocal_submit_attributes_dir = "{site}"\n'
+        f"local_submit_attributes_timeout = {timeout}\n"
+    )
+    return Blah(
+        "--state-dir", tmp_path / "state", env={**(env or os.environ), "BLAHPD_CONFIG": str(conf)}
+    )
 
 
 def test_site_directive_reaches_slurm(batch_env, tmp_path):
     env = batch_env("slurm")
     b = _site_blah(tmp_path, env, 'echo "#SBATCH --comment=ce-$CondorCE-$Walltime_Min"\n', "slurm")
     try:
-        res = b.c.call("BLAH_JOB_SUBMIT", _raw_ad(
-            Cmd="/bin/true", Iwd=str(tmp_path), gridtype="slurm",
-            CERequirements=Expr("CondorCE == 1 && Walltime >= 60"),
-        ), timeout=60)
+        res = b.c.call(
+            "BLAH_JOB_SUBMIT",
+            _raw_ad(
+                Cmd="/bin/true",
+                Iwd=str(tmp_path),
+                gridtype="slurm",
+                CERequirements=Expr("CondorCE == 1 && Walltime >= 60"),
+            ),
+            timeout=60,
+        )
         assert res[0] == "0", res
         native = res[2].split("/")[-1]
-        show = subprocess.run(["scontrol", "show", "job", native], env=env,
-                              capture_output=True, text=True, timeout=30)
+        show = subprocess.run(
+            ["scontrol", "show", "job", native], env=env, capture_output=True, text=True, timeout=30
+        )
         assert "Comment=ce-1-60" in show.stdout, show.stdout
     finally:
         b.close()
@@ -351,8 +379,12 @@ def test_site_script_failure_and_hang_are_error_results(tmp_path):
     failing = _site_blah(tmp_path / "f", None, "echo 'bad site config' >&2\nexit 1\n", "fork")
     hanging = _site_blah(tmp_path / "h", None, "sleep 60\n", "fork", timeout=1)
     try:
-        ad = _raw_ad(Cmd="/bin/true", Iwd=str(tmp_path), gridtype="fork",
-                     CERequirements=Expr("CondorCE == 1"))
+        ad = _raw_ad(
+            Cmd="/bin/true",
+            Iwd=str(tmp_path),
+            gridtype="fork",
+            CERequirements=Expr("CondorCE == 1"),
+        )
         res = failing.c.call("BLAH_JOB_SUBMIT", ad, timeout=30)
         assert len(res) == 3 and res[0] == "1" and res[2] == "N/A", res
         assert "fork_local_submit_attributes.sh failed (exit status 1): bad site config" in res[1]
@@ -371,8 +403,9 @@ def test_job_gets_x509_user_proxy(blah, tmp_path):
     prog = tmp_path / "show.sh"
     prog.write_text('#!/bin/sh\necho "$X509_USER_PROXY"\ncat "$X509_USER_PROXY"\n')
     prog.chmod(0o755)
-    res = blah.submit(Cmd=str(prog), Iwd=str(tmp_path), Out="o", gridtype="fork",
-                      x509UserProxy="x509up_u1")
+    res = blah.submit(
+        Cmd=str(prog), Iwd=str(tmp_path), Out="o", gridtype="fork", x509UserProxy="x509up_u1"
+    )
     assert res[0] == "0", res
     blah.wait(res[2], 4)
     assert (tmp_path / "o").read_text() == f"{tmp_path}/x509up_u1\nthe proxy"
@@ -383,10 +416,18 @@ def test_site_directive_reaches_sge_and_user_lines_do_not(batch_env, program, tm
     env = {**os.environ, **(batch_env("sge") or {})}
     b = _site_blah(tmp_path, env, 'echo "#$ -v BT_SITE=ce$CondorCE"\n', "sge")
     try:
-        res = b.c.call("BLAH_JOB_SUBMIT", _raw_ad(
-            Cmd=str(program), Arguments=v2(["x\n#$ -v BT_EVIL=1"]), Iwd=str(tmp_path),
-            Out="o", gridtype="sge", CERequirements=Expr("CondorCE == 1"),
-        ), timeout=60)
+        res = b.c.call(
+            "BLAH_JOB_SUBMIT",
+            _raw_ad(
+                Cmd=str(program),
+                Arguments=v2(["x\n#$ -v BT_EVIL=1"]),
+                Iwd=str(tmp_path),
+                Out="o",
+                gridtype="sge",
+                CERequirements=Expr("CondorCE == 1"),
+            ),
+            timeout=60,
+        )
         assert res[0] == "0", res
         b.wait(res[2], 4, timeout=90)
         out = json.loads((tmp_path / "o").read_text())
@@ -396,15 +437,17 @@ def test_site_directive_reaches_sge_and_user_lines_do_not(batch_env, program, tm
 
 
 @pytest.mark.parametrize("gridtype", ["fork", "slurm"])
-def test_jobs_do_not_inherit_htcondors_process_tracking(
-    tmp_path, slurm_env, batch_env, gridtype
-):
+def test_jobs_do_not_inherit_htcondors_process_tracking(tmp_path, slurm_env, batch_env, gridtype):
     """The gridmanager's environment has HTCondor's ``_CONDOR_ANCESTOR_<pid>`` markers; a
     batch job that inherits them (sbatch exports the submitter's environment) is killed by
     HTCondor's procd when the schedd restarts on the same host. The job keeps the rest."""
     batch_env(gridtype)
-    env = {**os.environ, **(slurm_env or {}), "_CONDOR_ANCESTOR_4242": "4242:1700000000:1",
-           "BT_INHERITED": "kept"}
+    env = {
+        **os.environ,
+        **(slurm_env or {}),
+        "_CONDOR_ANCESTOR_4242": "4242:1700000000:1",
+        "BT_INHERITED": "kept",
+    }
     (tmp_path / "blahpd.toml").write_text("")
     env["BLAHPD_CONFIG"] = str(tmp_path / "blahpd.toml")
     with Blah("--state-dir", tmp_path / "state", env=env) as b:

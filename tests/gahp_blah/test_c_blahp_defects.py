@@ -65,7 +65,6 @@ def blahpd_env(extra: dict[str, str] | None = None) -> dict[str, str]:
     return env
 
 
-
 def blahpd(tmp_path: Path, config: str = "", env: dict[str, str] | None = None) -> GahpClient:
     path = tmp_path / "blahpd.toml"
     path.write_text(f'state_dir = "{tmp_path / "state"}"\n{config}')
@@ -125,14 +124,20 @@ def test_two_hundred_statuses_in_flight_are_all_answered(tmp_path, batch_env, lr
     env = batch_env(lrms) or {}
     n = 200
     with blahpd(tmp_path, env=env) as c:
-        res = c.call("BLAH_JOB_SUBMIT", ad(gridtype=lrms, Cmd="/bin/sleep", Arguments="120",
-                                            Iwd=str(tmp_path), Out="/dev/null"), timeout=60)
+        res = c.call(
+            "BLAH_JOB_SUBMIT",
+            ad(
+                gridtype=lrms, Cmd="/bin/sleep", Arguments="120", Iwd=str(tmp_path), Out="/dev/null"
+            ),
+            timeout=60,
+        )
         assert res[0] == "0", res
         jobid = res[2]
         try:
             first = 100
-            c.send_raw(b"".join(f"BLAH_JOB_STATUS {first + i} {jobid}\r\n".encode()
-                                for i in range(n)))
+            c.send_raw(
+                b"".join(f"BLAH_JOB_STATUS {first + i} {jobid}\r\n".encode() for i in range(n))
+            )
             returns = [c.read_fields(timeout=30) for _ in range(n)]
             assert returns == [["S"]] * n, [r for r in returns if r != ["S"]][:5]
             ids = [str(first + i) for i in range(n)]
@@ -160,11 +165,16 @@ class SickSlurm:
         self.mode = "ok"
         for name in SLURM_COMMANDS:
             hang = f'[ "$mode" = hang ] && exec sleep {HANG_S}\n' if name != "sbatch" else ""
-            down = (f'[ "$mode" = down ] && {{ echo "{UNREACHABLE}" >&2; exit 1; }}\n'
-                    if name != "sacct" else "")
+            down = (
+                f'[ "$mode" = down ] && {{ echo "{UNREACHABLE}" >&2; exit 1; }}\n'
+                if name != "sacct"
+                else ""
+            )
             shim = self.bin / name
-            shim.write_text(f'#!/bin/sh\nmode=$(cat "{self.mode_file}")\n{hang}{down}'
-                            f'exec "{real / name}" "$@"\n')
+            shim.write_text(
+                f'#!/bin/sh\nmode=$(cat "{self.mode_file}")\n{hang}{down}'
+                f'exec "{real / name}" "$@"\n'
+            )
             shim.chmod(0o755)
 
     @property
@@ -186,8 +196,10 @@ class SlurmBlah:
 
     def __init__(self, tmp_path: Path, sick: SickSlurm, env: dict[str, str], registry: bool):
         self.tmp, self.env = tmp_path, env
-        self.config = (f'[driver.slurm]\nbin_dir = "{sick.bin}"\ncommand_timeout = 3\n'
-                       f"status_interval = 1\nstatus_registry = {str(registry).lower()}\n")
+        self.config = (
+            f'[driver.slurm]\nbin_dir = "{sick.bin}"\ncommand_timeout = 3\n'
+            f"status_interval = 1\nstatus_registry = {str(registry).lower()}\n"
+        )
         self.c = blahpd(tmp_path, self.config, env)
 
     def restart(self) -> None:
@@ -196,9 +208,17 @@ class SlurmBlah:
         self.c = blahpd(self.tmp, self.config, self.env)
 
     def submit(self) -> str:
-        res = self.c.call("BLAH_JOB_SUBMIT", ad(gridtype="slurm", Cmd="/bin/sleep",
-                                                 Arguments="300", Iwd=str(self.tmp),
-                                                 Out="/dev/null"), timeout=60)
+        res = self.c.call(
+            "BLAH_JOB_SUBMIT",
+            ad(
+                gridtype="slurm",
+                Cmd="/bin/sleep",
+                Arguments="300",
+                Iwd=str(self.tmp),
+                Out="/dev/null",
+            ),
+            timeout=60,
+        )
         assert res[0] == "0", res
         return res[2]
 

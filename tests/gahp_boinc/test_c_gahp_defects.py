@@ -86,9 +86,9 @@ def test_concurrent_fetches_of_one_batch_all_succeed(
         ["BOINC_FETCH_OUTPUT", rid, name, str(iwd), f"{i}.err", "SOME", "1", output, f"{i}.out"]
         for i, (rid, name) in enumerate(zip(reqids, names, strict=True))
     ]
-    gahp.send_raw(b"".join(
-        " ".join(line).encode() + b"\r\n" for line in lines
-    ))  # all in flight at once
+    gahp.send_raw(
+        b"".join(" ".join(line).encode() + b"\r\n" for line in lines)
+    )  # all in flight at once
     assert [gahp.read_fields(timeout=30) for _ in lines] == [["S"]] * JOBS
     got = gahp.wait_results(reqids, timeout=120)
     bad = {rid: res for rid, res in got.items() if res[0] != "NULL" or len(res) != 4}
@@ -96,7 +96,6 @@ def test_concurrent_fetches_of_one_batch_all_succeed(
     for i in range(JOBS):
         assert (iwd / f"{i}.out").read_text() == content(i).upper(), i
         assert (iwd / f"{i}.err").exists(), i
-    leftovers = sorted(p.name for p in iwd.iterdir()
-                       if not p.name.endswith((".out", ".err")))
+    leftovers = sorted(p.name for p in iwd.iterdir() if not p.name.endswith((".out", ".err")))
     assert not leftovers, leftovers  # no temporary file left behind, nothing unasked for
     assert gahp.call("BOINC_RETIRE_BATCH", batch) == ["NULL"]

@@ -4,6 +4,7 @@ a boolean is strict, so ``insecure = "false"`` keeps TLS verification on."""
 from __future__ import annotations
 
 import argparse
+import asyncio
 import sys
 from pathlib import Path
 
@@ -120,9 +121,16 @@ def test_driver_insecure_false_verifies_the_certificate(https_project, tmp_path)
     auth = tmp_path / "auth"
     auth.write_text(emu.authenticator + "\n")
     config = {"project_url": url, "authenticator_file": str(auth), "retries": 0, "timeout": 5}
-    refused = get_driver("boinc", {**config, "insecure": "false"}, tmp_path / "verify")
+
+    async def ping(settings: dict[str, object], state: str) -> None:
+        driver = get_driver("boinc", settings, tmp_path / state)
+        try:
+            await driver.ping()
+        finally:
+            await driver.aclose()
+
     with pytest.raises(DriverError, match="certificate verify failed"):
-        refused.ping()
-    get_driver("boinc", {**config, "insecure": "true"}, tmp_path / "insecure").ping()
+        asyncio.run(ping({**config, "insecure": "false"}, "verify"))
+    asyncio.run(ping({**config, "insecure": "true"}, "insecure"))
     with pytest.raises(DriverError, match="insecure must be true or false, not 'maybe'"):
         get_driver("boinc", {**config, "insecure": "maybe"}, tmp_path / "bad")

@@ -16,7 +16,9 @@ from gahp_boinc.emulator import EmulatorServer
 
 DECL = b'<?xml version="1.0" encoding="ISO-8859-1" ?>\n'
 # a real BOINC 8.3 reply for a batch whose one job failed on the volunteer (uc2 --early_exit)
-FAILED = DECL + b"""<query_batch>
+FAILED = (
+    DECL
+    + b"""<query_batch>
 
         <id>7</id>
         <njobs>1</njobs>
@@ -41,15 +43,28 @@ FAILED = DECL + b"""<query_batch>
         </job>
 </query_batch>
 """
+)
 
 
 def test_nested_job_error_is_data():
     jobs = parse_query_batch_jobs(FAILED)
     assert jobs == [
-        {"name": "real_fail_job2", "status": "error", "exit_status": "246",
-         "error": "too_many_total_results", "canonical_instance_id": "0", "cpu_time": ""},
-        {"name": "ok_job", "status": "done", "exit_status": "", "error": "",
-         "canonical_instance_id": "21", "cpu_time": "1.5"},
+        {
+            "name": "real_fail_job2",
+            "status": "error",
+            "exit_status": "246",
+            "error": "too_many_total_results",
+            "canonical_instance_id": "0",
+            "cpu_time": "",
+        },
+        {
+            "name": "ok_job",
+            "status": "done",
+            "exit_status": "",
+            "error": "",
+            "canonical_instance_id": "21",
+            "cpu_time": "1.5",
+        },
     ]
 
 
@@ -63,8 +78,10 @@ def test_one_error_element_per_error_mask_bit():
 
 
 def test_top_level_error_is_an_rpc_error():
-    body = DECL + (b"<query_batch>\n<error>\n    <error_num>-1</error_num>\n"
-                   b"    <error_msg>no batch named x</error_msg>\n</error>\n</query_batch>\n")
+    body = DECL + (
+        b"<query_batch>\n<error>\n    <error_num>-1</error_num>\n"
+        b"    <error_msg>no batch named x</error_msg>\n</error>\n</query_batch>\n"
+    )
     with pytest.raises(RpcError, match="no batch named x"):
         parse_query_batch_jobs(body)
 
@@ -82,9 +99,18 @@ def test_details_of_a_failed_job_from_the_emulator(tmp_path):
 
         async def run():
             rpc = BoincRpc(BoincRpc.make_client(10), max_tries=1)
-            req = SubmitRequest(project=project, batch="d", app="worker", jobs=(
-                BoincJob(name="d#0", args=("--early_exit",),
-                        inputs=((str(tmp_path / "in.txt"), "in"),)),))
+            req = SubmitRequest(
+                project=project,
+                batch="d",
+                app="worker",
+                jobs=(
+                    BoincJob(
+                        name="d#0",
+                        args=("--early_exit",),
+                        inputs=((str(tmp_path / "in.txt"), "in"),),
+                    ),
+                ),
+            )
 
             async def in_worker(fn, *args):
                 return await asyncio.get_running_loop().run_in_executor(None, fn, *args)
@@ -102,7 +128,11 @@ def test_details_of_a_failed_job_from_the_emulator(tmp_path):
 
         (detail,) = asyncio.run(run())
     assert (detail.name, detail.status, detail.exit_status, detail.error) == (
-        "d#0", "error", 246, "too_many_total_results")
+        "d#0",
+        "error",
+        246,
+        "too_many_total_results",
+    )
 
 
 def test_query_batch2_job_names_are_not_escaped_by_the_server():
@@ -116,5 +146,6 @@ def test_query_batch2_job_names_are_not_escaped_by_the_server():
         b"    </job>\n</query_batch2>\n"
     )
     assert parse_query_batch2(body) == (
-        "1795371327.1791", [[("x&y<z>", "ERROR"), ("a&amp;b", "DONE")]]
+        "1795371327.1791",
+        [[("x&y<z>", "ERROR"), ("a&amp;b", "DONE")]],
     )

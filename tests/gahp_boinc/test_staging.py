@@ -47,11 +47,28 @@ def test_configuration_errors_are_one_clear_line_and_the_gahp_serves(tmp_path):
 
     bad = tmp_path / "gahp.toml"
     bad.write_text('project_url = "http://x/"\nprojekt = 1\n')
-    r = subprocess.run([sys.executable, "-m", "gahp_boinc", "--config", str(bad)],
-                       capture_output=True, text=True, timeout=30, stdin=subprocess.DEVNULL)
+    r = subprocess.run(
+        [sys.executable, "-m", "gahp_boinc", "--config", str(bad)],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        stdin=subprocess.DEVNULL,
+    )
     assert r.returncode == 0 and r.stdout.startswith("$GahpVersion:")
     assert r.stderr.count("unknown keys ['projekt']") == 1 and "Traceback" not in r.stderr
-    r = subprocess.run([sys.executable, "-m", "gahp_boinc", "--project-url", "http://x/",
-                        "--authenticator-file", str(tmp_path / "missing")],
-                       capture_output=True, text=True, timeout=30, stdin=subprocess.DEVNULL)
+    r = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "gahp_boinc",
+            "--project-url",
+            "http://x/",
+            "--authenticator-file",
+            str(tmp_path / "missing"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        stdin=subprocess.DEVNULL,
+    )
     assert r.stderr.count("cannot read authenticator file") == 1 and "Traceback" not in r.stderr

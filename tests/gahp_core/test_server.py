@@ -166,14 +166,14 @@ def test_a_misspelt_hook_implementation_is_refused(tmp_path):
     import subprocess
 
     (tmp_path / "typo_gahp.py").write_text(
-        "from gahp_core import hookimpl\n\n"
-        "@hookimpl\n"
-        "def gahp_comands(context):\n"
-        "    return []\n"
+        "from gahp_core import hookimpl\n\n@hookimpl\ndef gahp_comands(context):\n    return []\n"
     )
     r = subprocess.run(
         [sys.executable, "-m", "gahp_core", "--backend", "module:typo_gahp"],
-        capture_output=True, text=True, timeout=20, stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=20,
+        stdin=subprocess.DEVNULL,
         env={**os.environ, "PYTHONPATH": str(tmp_path)},
     )
     assert r.returncode == 2 and "gahp_comands" in r.stderr, r.stderr

@@ -62,8 +62,13 @@ class NinfgClient:
     def __init__(self, exe: str, env: dict | None, log: Path) -> None:
         full = dict(os.environ)
         full.update(env or {})
-        self.proc = subprocess.Popen([exe, "-l", str(log)], stdin=subprocess.PIPE,
-                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=full)
+        self.proc = subprocess.Popen(
+            [exe, "-l", str(log)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            env=full,
+        )
         self.out = CrlfReader(self.proc.stdout)
         self.err = CrlfReader(self.proc.stderr)
         self.reqid = 0
@@ -134,9 +139,17 @@ def program(tmp_path) -> Path:
 
 
 def base_attrs(program: Path, **extra: str) -> list[tuple[str, str]]:
-    values = {"hostname": "localhost", "port": "0", "client_name": "localhost",
-              "executable_path": str(program), "backend": "NORMAL", "count": "1",
-              "staging": "false", **extra, "status_polling": "1"}
+    values = {
+        "hostname": "localhost",
+        "port": "0",
+        "client_name": "localhost",
+        "executable_path": str(program),
+        "backend": "NORMAL",
+        "count": "1",
+        "staging": "false",
+        **extra,
+        "status_polling": "1",
+    }
     return list(values.items())
 
 
@@ -171,8 +184,12 @@ def test_query_features(server):
     assert lines[0] == "SM"
     assert lines.count("protocol_version 2.0") == 1
     assert "feature STAGING_AUTH_NUMBER" in lines
-    assert {"request JOB_CREATE", "request JOB_STATUS", "request JOB_DESTROY",
-            "request EXIT"} <= set(lines)
+    assert {
+        "request JOB_CREATE",
+        "request JOB_STATUS",
+        "request JOB_DESTROY",
+        "request EXIT",
+    } <= set(lines)
     assert all(x.split()[0] in ("SM", "protocol_version", "feature", "request") for x in lines)
 
 
@@ -180,12 +197,24 @@ def test_job_with_arguments_environment_workdir_and_redirects(server, program, t
     work = tmp_path / "work dir"
     work.mkdir()
     out, err = tmp_path / "client.out", tmp_path / "client.err"
-    attrs = base_attrs(program, count="2", work_directory=str(work), redirect_enable="true",
-                       stdout_file=str(out), stderr_file=str(err))
-    attrs[6:6] = [("argument", "--client=host:1234"), ("argument", "two words here"),
-                  ("argument", "it's \"quoted\" $HOME")]
-    attrs += [("environment", "NG_T_A=x y z"), ("environment", "NG_T_SLEEP=1"),
-              ("environment", "NG_T_EMPTY")]
+    attrs = base_attrs(
+        program,
+        count="2",
+        work_directory=str(work),
+        redirect_enable="true",
+        stdout_file=str(out),
+        stderr_file=str(err),
+    )
+    attrs[6:6] = [
+        ("argument", "--client=host:1234"),
+        ("argument", "two words here"),
+        ("argument", 'it\'s "quoted" $HOME'),
+    ]
+    attrs += [
+        ("environment", "NG_T_A=x y z"),
+        ("environment", "NG_T_SLEEP=1"),
+        ("environment", "NG_T_EMPTY"),
+    ]
     reply, note = server.create(attrs)
     assert reply == "S"
     _, _, ok, jobid = note.split(" ", 3)
@@ -197,7 +226,7 @@ def test_job_with_arguments_environment_workdir_and_redirects(server, program, t
     reports = [json.loads(line) for line in out.read_text().splitlines()]
     assert len(reports) == 2  # count 2: both processes' outputs, concatenated
     for r in reports:
-        assert r["argv"] == ["--client=host:1234", "two words here", "it's \"quoted\" $HOME"]
+        assert r["argv"] == ["--client=host:1234", "two words here", 'it\'s "quoted" $HOME']
         assert r["cwd"] == str(work)
         assert r["env"]["NG_T_A"] == "x y z" and r["env"]["NG_T_EMPTY"] == ""
     assert err.read_text() == "stderr line\nstderr line\n"
@@ -238,8 +267,10 @@ def test_destroy_running_job(server, program, tmp_path):
 @pytest.mark.parametrize("how", ["EXIT", "EOF"])
 def test_exit_and_eof_cancel_running_jobs(server, program, tmp_path, how):
     pids_file = tmp_path / "pids"
-    attrs = base_attrs(program) + [("environment", "NG_T_SLEEP=120"),
-                                   ("environment", f"NG_T_PIDS={pids_file}")]
+    attrs = base_attrs(program) + [
+        ("environment", "NG_T_SLEEP=120"),
+        ("environment", f"NG_T_PIDS={pids_file}"),
+    ]
     _, note = server.create(attrs)
     pids = read_pids(pids_file, 1)
     if how == "EXIT":
@@ -278,8 +309,9 @@ def test_bad_requests(server, program, tmp_path):
 
 def test_staging_and_auth_number(server, program, tmp_path):
     out = tmp_path / "o"
-    attrs = base_attrs(program, staging="true", auth_number="12345", redirect_enable="true",
-                       stdout_file=str(out))
+    attrs = base_attrs(
+        program, staging="true", auth_number="12345", redirect_enable="true", stdout_file=str(out)
+    )
     _, note = server.create(attrs)
     jobid = note.split()[3]
     assert server.statuses(jobid)[-1] == "DONE"

@@ -70,8 +70,16 @@ class HTCondor:
     # ------------------------------------------------------------------ tools
     def tool(self, name: str, *args: str, timeout: float = 60) -> subprocess.CompletedProcess:
         """Run an HTCondor tool as the job owner."""
-        cmd = ["runuser", "-u", self.owner, "--", "env", f"CONDOR_CONFIG={self.config}",
-               str(self.bin / name), *args]
+        cmd = [
+            "runuser",
+            "-u",
+            self.owner,
+            "--",
+            "env",
+            f"CONDOR_CONFIG={self.config}",
+            str(self.bin / name),
+            *args,
+        ]
         return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
 
     def answers(self) -> bool:
@@ -85,8 +93,16 @@ class HTCondor:
         sub = jobdir / name
         sub.write_text(text)
         os.chown(sub, self.uid, self.gid)
-        cmd = ["runuser", "-u", self.owner, "--", "env", f"CONDOR_CONFIG={self.config}",
-               str(self.bin / "condor_submit"), sub.name]
+        cmd = [
+            "runuser",
+            "-u",
+            self.owner,
+            "--",
+            "env",
+            f"CONDOR_CONFIG={self.config}",
+            str(self.bin / "condor_submit"),
+            sub.name,
+        ]
         proc = subprocess.run(cmd, capture_output=True, text=True, timeout=60, cwd=jobdir)
         m = re.search(r"submitted to cluster (\d+)", proc.stdout)
         assert proc.returncode == 0 and m, f"condor_submit failed: {proc.stdout}{proc.stderr}"
@@ -155,9 +171,7 @@ class HTCondor:
         return lines
 
 
-def wait_for(
-    check: Callable[[], Any], deadline_s: float, what: str, interval: float = 1.0
-) -> Any:
+def wait_for(check: Callable[[], Any], deadline_s: float, what: str, interval: float = 1.0) -> Any:
     """:func:`gahp_core.testing.wait_for`, once a second: each check asks HTCondor."""
     return testing.wait_for(check, deadline_s, what, interval)
 
@@ -257,10 +271,26 @@ def running_emulator(state: Path, *extra: str) -> Iterator[Emulator]:
     """Run a boinc-emulator (state in ``state``, more options in ``extra``) on a free
     127.0.0.1 port; stop it after."""
     proc = subprocess.Popen(
-        [sys.executable, "-m", "gahp_boinc.emulator", "--state-dir", str(state),
-         "--host", "127.0.0.1", "--port", "0", "--job-delay", "0.3", "--volunteers", "4",
-         "--inline-apps", *extra],
-        stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
+        [
+            sys.executable,
+            "-m",
+            "gahp_boinc.emulator",
+            "--state-dir",
+            str(state),
+            "--host",
+            "127.0.0.1",
+            "--port",
+            "0",
+            "--job-delay",
+            "0.3",
+            "--volunteers",
+            "4",
+            "--inline-apps",
+            *extra,
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
     )
     try:
         fields: dict[str, str] = {}

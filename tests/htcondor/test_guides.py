@@ -149,9 +149,19 @@ class GuideCondor:
         self.pidfile = local / "run" / "master.pid"
         master = base.bin.parent / "sbin" / "condor_master"
         subprocess.run(
-            ["runuser", "-u", base.owner, "--", "env", f"CONDOR_CONFIG={self.config}",
-             str(master), "-pidfile", str(self.pidfile)],
-            check=True, timeout=60,
+            [
+                "runuser",
+                "-u",
+                base.owner,
+                "--",
+                "env",
+                f"CONDOR_CONFIG={self.config}",
+                str(master),
+                "-pidfile",
+                str(self.pidfile),
+            ],
+            check=True,
+            timeout=60,
         )
         wait_for(self.condor.answers, 60, "the guide's HTCondor to answer condor_q")
 
@@ -210,14 +220,16 @@ def test_blah_guide_submit_file_runs_on_slurm(blah_site):
     owned(condor, jobdir / "input.dat", "twelve bytes")
     cluster = condor.submit(jobdir, submit)
     ads = wait_for(
-        lambda: {k: a for k, a in condor.ads([cluster]).items()
-                 if a.get("JobStatus") in (DONE, HELD)},
-        180, "the guide's job to complete",
+        lambda: {
+            k: a for k, a in condor.ads([cluster]).items() if a.get("JobStatus") in (DONE, HELD)
+        },
+        180,
+        "the guide's job to complete",
     )
     ad = ads[(cluster, 0)]
     assert ad.get("JobStatus") == DONE and ad.get("ExitCode") == 0, ad.get("HoldReason", ad)
     assert (jobdir / "job.out").read_text() == "analyzed input.dat: 12 bytes\n"
-    assert condor.gahp_lines("BLAH_JOB_SUBMIT", "gridtype\\ =\\ \"slurm\"")
+    assert condor.gahp_lines("BLAH_JOB_SUBMIT", 'gridtype\\ =\\ "slurm"')
     # the wrapper's paths: per-user log and state directory, as the guide promises
     owner = condor.owner
     log = Path(moves["/var/log/gahp"]) / owner / "BlahpdLog"
@@ -264,16 +276,19 @@ def test_boinc_guide_submit_file_runs_on_htcondor9(boinc_site, emulator):
     os.chown(jobdir, condor.uid, condor.gid)
     owned(condor, jobdir / "myproject.auth", emulator.authenticator + "\n")
     owned(condor, jobdir / "in", "shared by every job\n")
-    submit = relocate(
-        next(b for b in blocks(BOINC_GUIDE, "text") if "grid_resource" in b), moves
-    )
+    submit = relocate(next(b for b in blocks(BOINC_GUIDE, "text") if "grid_resource" in b), moves)
     n = int(re.search(r"^queue (\d+)$", submit, re.M)[1])
     cluster = condor.submit(jobdir, submit)
     ads = wait_for(
-        lambda: (lambda a: a if len(a) == n and all(
-            x.get("JobStatus") in (DONE, HELD) for x in a.values()) else None)(
-            condor.ads([cluster])),
-        240, "the guide's BOINC jobs to finish",
+        lambda: (
+            lambda a: (
+                a
+                if len(a) == n and all(x.get("JobStatus") in (DONE, HELD) for x in a.values())
+                else None
+            )
+        )(condor.ads([cluster])),
+        240,
+        "the guide's BOINC jobs to finish",
     )
     for (_, proc), ad in sorted(ads.items()):
         assert ad.get("JobStatus") == DONE, (proc, ad.get("HoldReason"))
@@ -305,8 +320,12 @@ def follow_commands(guide: GuideCondor, page: Path) -> None:
             stopping = gridmanagers(guide.condor, guide.pidfile)
             for pid in stopping:
                 os.kill(pid, 15)
-            wait_for(lambda pids=stopping: not any(alive(p) for p in pids), 30,
-                     "the gridmanagers to stop", interval=0.2)
+            wait_for(
+                lambda pids=stopping: not any(alive(p) for p in pids),
+                30,
+                "the gridmanagers to stop",
+                interval=0.2,
+            )
         else:
             pytest.fail(f"the guide's command {command!r} is not followed by this test")
 
@@ -335,10 +354,12 @@ def served_by(condor: HTCondor, *needles: str) -> list[str]:
     return out
 
 
-def job_ad(condor: HTCondor, cluster: int, states: tuple[int, ...], what: str,
-           deadline_s: float = 300) -> dict:
+def job_ad(
+    condor: HTCondor, cluster: int, states: tuple[int, ...], what: str, deadline_s: float = 300
+) -> dict:
     """The job's ad once it is in one of ``states`` (with its GridJobId, unless DONE); a
     held job fails at once. The deadline allows for a Slurm busy with other tests' jobs."""
+
     def check():
         ad = condor.ads([cluster]).get((cluster, 0), {})
         if ad.get("JobStatus") == HELD:
@@ -346,6 +367,7 @@ def job_ad(condor: HTCondor, cluster: int, states: tuple[int, ...], what: str,
         if ad.get("JobStatus") in states and (ad.get("GridJobId") or DONE in states):
             return ad
         return None
+
     return wait_for(check, deadline_s, what)
 
 
@@ -392,16 +414,25 @@ def test_moving_from_c_blahp_side_by_side_and_back(need_htcondor, batch_env):
         jobdir = site / "job"
         jobdir.mkdir()
         os.chown(jobdir, condor.uid, condor.gid)
-        owned(condor, jobdir / "wait.sh",
-              '#!/bin/sh\nwhile [ ! -e "$1" ]; do sleep 1; done\necho "$2 finished"\nexit $3\n')
+        owned(
+            condor,
+            jobdir / "wait.sh",
+            '#!/bin/sh\nwhile [ ! -e "$1" ]; do sleep 1; done\necho "$2 finished"\nexit $3\n',
+        )
         (jobdir / "wait.sh").chmod(0o755)
 
         def submit(name: str, code: int) -> int:
-            clusters.append(condor.submit(jobdir, (
-                "universe = grid\ngrid_resource = batch slurm\nexecutable = wait.sh\n"
-                f"arguments = {jobdir}/go-{name} {name} {code}\n"
-                f"output = {name}.out\nerror = {name}.err\nlog = {name}.log\nqueue\n"),
-                name=f"{name}.sub"))
+            clusters.append(
+                condor.submit(
+                    jobdir,
+                    (
+                        "universe = grid\ngrid_resource = batch slurm\nexecutable = wait.sh\n"
+                        f"arguments = {jobdir}/go-{name} {name} {code}\n"
+                        f"output = {name}.out\nerror = {name}.err\nlog = {name}.log\nqueue\n"
+                    ),
+                    name=f"{name}.sub",
+                )
+            )
             return clusters[-1]
 
         a = submit("a", 7)
@@ -451,8 +482,11 @@ def c_boinc_gahp() -> Path:
     env = Path(os.environ.get("GAHP_BOINC_DIR", "/tmp/gahp-boinc-server")) / "env"
     path = Path(env_file(env).get("GAHP_BOINC_C_GAHP") or "/nonexistent")
     if not os.access(path, os.X_OK):
-        unavailable("GAHP_REQUIRE_HTCONDOR", f"no BOINC C GAHP to move from ({path}; "
-                    "`bash .ci/boinc-server-up.sh` writes GAHP_BOINC_C_GAHP in {env})")
+        unavailable(
+            "GAHP_REQUIRE_HTCONDOR",
+            f"no BOINC C GAHP to move from ({path}; "
+            "`bash .ci/boinc-server-up.sh` writes GAHP_BOINC_C_GAHP in {env})",
+        )
     return path
 
 
@@ -486,8 +520,11 @@ def test_moving_from_boinc_c_gahp_jobs_on_the_project_finish(need_htcondor, tmp_
             )
             n = int(re.search(r"^queue (\d+)$", submit, re.M)[1])
             cluster = condor.submit(jobdir, submit)
-            wait_for(lambda: condor.gahp_lines("<- 'BOINC_QUERY_BATCHES"), 120,
-                     "the C GAHP to submit the batch and poll it")
+            wait_for(
+                lambda: condor.gahp_lines("<- 'BOINC_QUERY_BATCHES"),
+                120,
+                "the C GAHP to submit the batch and poll it",
+            )
             assert emulator.workunits() == n
             # the switch: the guide's knob, then its commands
             switch = relocate(ini_block(MOVE_BOINC, "BOINC_GAHP"), moves)
@@ -495,10 +532,16 @@ def test_moving_from_boinc_c_gahp_jobs_on_the_project_finish(need_htcondor, tmp_
             follow_commands(guide, MOVE_BOINC)
             emulator.proc.send_signal(12)  # SIGUSR2: the volunteer starts
             ads = wait_for(
-                lambda: (lambda a: a if len(a) == n and all(
-                    x.get("JobStatus") in (DONE, HELD) for x in a.values()) else None)(
-                    condor.ads([cluster])),
-                180, "the C GAHP's jobs to finish through boinc-gahp",
+                lambda: (
+                    lambda a: (
+                        a
+                        if len(a) == n
+                        and all(x.get("JobStatus") in (DONE, HELD) for x in a.values())
+                        else None
+                    )
+                )(condor.ads([cluster])),
+                180,
+                "the C GAHP's jobs to finish through boinc-gahp",
             )
             for (_, proc), ad in sorted(ads.items()):
                 assert ad.get("JobStatus") == DONE, (proc, ad.get("HoldReason"))

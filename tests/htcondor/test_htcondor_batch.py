@@ -30,9 +30,14 @@ from htcondor_kit import (
 SYSTEMS = ("fork", "slurm", "sge", "pbs", "lsf")
 DEADLINE_S = 300.0
 
-ARGS = ["-c", "printf '%s|' \"$1\" \"$2\" \"$GREETING\" \"$QUOTED\"; cat; echo to-stderr >&2; "
-        "exit 3", "argv0", "one two", 'say "hi"']
-ENV = {"GREETING": "hello world", "QUOTED": "it's \"quoted\""}
+ARGS = [
+    "-c",
+    'printf \'%s|\' "$1" "$2" "$GREETING" "$QUOTED"; cat; echo to-stderr >&2; exit 3',
+    "argv0",
+    "one two",
+    'say "hi"',
+]
+ENV = {"GREETING": "hello world", "QUOTED": 'it\'s "quoted"'}
 STDIN = "line from stdin\n"
 EXPECTED_OUT = 'one two|say "hi"|hello world|it\'s "quoted"|' + STDIN
 
@@ -50,8 +55,10 @@ def condor_env(env: dict[str, str]) -> str:
 
 
 def description(system: str, body: str) -> str:
-    return (f"universe = grid\ngrid_resource = batch {system}\n"
-            f"should_transfer_files = NO\n{body}\nqueue\n")
+    return (
+        f"universe = grid\ngrid_resource = batch {system}\n"
+        f"should_transfer_files = NO\n{body}\nqueue\n"
+    )
 
 
 @dataclass
@@ -72,16 +79,40 @@ class Combo:
     def submit(self) -> None:
         d, s = self.jobdir, self.system
         owned(self.condor, d / "in.txt", STDIN)
-        self.clusters["a"] = self.condor.submit(d, description(s, (
-            f"executable = /bin/sh\narguments = {condor_args(ARGS)}\n"
-            f"environment = {condor_env(ENV)}\n"
-            "input = in.txt\noutput = a.out\nerror = a.err\nlog = a.log")), "a.sub")
-        self.clusters["rm"] = self.condor.submit(d, description(s, (
-            "executable = /bin/sleep\narguments = 600\noutput = rm.out\nerror = rm.err\n"
-            "log = rm.log")), "rm.sub")
-        self.clusters["hold"] = self.condor.submit(d, description(s, (
-            "executable = /bin/sh\narguments = \"-c 'sleep 8; echo done'\"\n"
-            "output = hold.out\nerror = hold.err\nlog = hold.log")), "hold.sub")
+        self.clusters["a"] = self.condor.submit(
+            d,
+            description(
+                s,
+                (
+                    f"executable = /bin/sh\narguments = {condor_args(ARGS)}\n"
+                    f"environment = {condor_env(ENV)}\n"
+                    "input = in.txt\noutput = a.out\nerror = a.err\nlog = a.log"
+                ),
+            ),
+            "a.sub",
+        )
+        self.clusters["rm"] = self.condor.submit(
+            d,
+            description(
+                s,
+                (
+                    "executable = /bin/sleep\narguments = 600\noutput = rm.out\nerror = rm.err\n"
+                    "log = rm.log"
+                ),
+            ),
+            "rm.sub",
+        )
+        self.clusters["hold"] = self.condor.submit(
+            d,
+            description(
+                s,
+                (
+                    "executable = /bin/sh\narguments = \"-c 'sleep 8; echo done'\"\n"
+                    "output = hold.out\nerror = hold.err\nlog = hold.log"
+                ),
+            ),
+            "hold.sub",
+        )
 
     def advance(self, ads: dict[tuple[int, int], dict[str, Any]]) -> None:
         """One step of each job's script, from the current ads."""
@@ -100,8 +131,12 @@ class Combo:
                 if proc.returncode != 0:
                     self.problems.append(f"{tool} {cluster}: {proc.stderr}")
                 self.sent.add(key)
-            elif (status == HELD and key == "hold" and "release" not in self.sent
-                  and ad.get("Managed") != "External"):
+            elif (
+                status == HELD
+                and key == "hold"
+                and "release" not in self.sent
+                and ad.get("Managed") != "External"
+            ):
                 # release only once the gridmanager has handled the hold (cancelled the batch
                 # job and handed the job back): a release before that goes unnoticed by it
                 self.hold_reason = ad.get("HoldReason", "")
@@ -125,8 +160,13 @@ def campaign(
     htcondors, slurm_env, sge_env, pbs_env, lsf_env, jobdirs
 ) -> Iterator[dict[tuple[str, str], Combo]]:
     """Submit every (version, system) at once and drive all jobs to their end."""
-    up = {"fork": True, "slurm": slurm_env is not None, "pbs": pbs_env is not None,
-          "sge": sge_env is not None, "lsf": lsf_env is not None}
+    up = {
+        "fork": True,
+        "slurm": slurm_env is not None,
+        "pbs": pbs_env is not None,
+        "sge": sge_env is not None,
+        "lsf": lsf_env is not None,
+    }
     combos: dict[tuple[str, str], Combo] = {}
     for version in VERSIONS:
         condor = htcondors[version][0]

@@ -45,8 +45,10 @@ class Runs:
 
 
 def _desc(emulator: Emulator, body: str, n: int = 1) -> str:
-    return ("universe = grid\ngrid_resource = batch boinc\ntransfer_executable = false\n"
-            f"{body}\nqueue {n}\n")
+    return (
+        "universe = grid\ngrid_resource = batch boinc\ntransfer_executable = false\n"
+        f"{body}\nqueue {n}\n"
+    )
 
 
 @pytest.fixture(scope="module")
@@ -57,8 +59,7 @@ def other_project(tmp_path_factory) -> Iterator[Emulator]:
 
 
 @pytest.fixture(scope="module")
-def runs(htcondors, emulator: Emulator, other_project: Emulator, jobdirs
-         ) -> Iterator[Runs | None]:
+def runs(htcondors, emulator: Emulator, other_project: Emulator, jobdirs) -> Iterator[Runs | None]:
     condor = htcondors[VERSION][0]
     if condor is None:
         yield None
@@ -83,29 +84,58 @@ def runs(htcondors, emulator: Emulator, other_project: Emulator, jobdirs
 
     toml = condor.dir / "blahpd.toml"
     original = toml.read_text()
-    toml.write_text(original + f'\n[driver.boinc]\nproject_url = "{emulator.url}"\n'
-                    f'authenticator_file = "{auth}"\n')
+    toml.write_text(
+        original + f'\n[driver.boinc]\nproject_url = "{emulator.url}"\n'
+        f'authenticator_file = "{auth}"\n'
+    )
     stop_gridmanagers(condor)  # the next blahpd reads the new configuration
 
     try:
-        r.clusters["upper"] = condor.submit(d, desc(
-            "executable = uppercase\narguments = --repeat 2\ninput = in.txt\n"
-            "transfer_output_files = out\noutput = result.$(Process).txt\n"
-            "error = stderr.$(Process).txt\nlog = upper.log", 2), "upper.sub")
-        r.clusters["other"] = condor.submit(d, desc(
-            "executable = uppercase\ninitialdir = other\ninput = in.txt\noutput = other.txt\n"
-            "log = other.log\n"
-            f"+remote_BoincProjectUrl = \"{other_project.url}\"\n"
-            f"+remote_BoincAuthenticatorFile = \"{d / 'other.auth'}\""), "other.sub")
-        r.clusters["many"] = condor.submit(d, desc(
-            "executable = uppercase\ninitialdir = many\ninput = in.$(Process)\n"
-            "output = res.$(Process)\nlog = many.log", MANY), "many.sub")
-        r.clusters["fail"] = condor.submit(d, desc(
-            "executable = fail\narguments = --exit-code 7\ninput = in.txt\n"
-            "output = fail.out\nerror = fail.err\nlog = fail.log"), "fail.sub")
-        r.clusters["rm"] = condor.submit(d, desc(
-            "executable = worker\narguments = --cpu_time 40\ninput = in.txt\n"
-            "output = rm.out\nerror = rm.err\nlog = rm.log"), "rm.sub")
+        r.clusters["upper"] = condor.submit(
+            d,
+            desc(
+                "executable = uppercase\narguments = --repeat 2\ninput = in.txt\n"
+                "transfer_output_files = out\noutput = result.$(Process).txt\n"
+                "error = stderr.$(Process).txt\nlog = upper.log",
+                2,
+            ),
+            "upper.sub",
+        )
+        r.clusters["other"] = condor.submit(
+            d,
+            desc(
+                "executable = uppercase\ninitialdir = other\ninput = in.txt\noutput = other.txt\n"
+                "log = other.log\n"
+                f'+remote_BoincProjectUrl = "{other_project.url}"\n'
+                f'+remote_BoincAuthenticatorFile = "{d / "other.auth"}"'
+            ),
+            "other.sub",
+        )
+        r.clusters["many"] = condor.submit(
+            d,
+            desc(
+                "executable = uppercase\ninitialdir = many\ninput = in.$(Process)\n"
+                "output = res.$(Process)\nlog = many.log",
+                MANY,
+            ),
+            "many.sub",
+        )
+        r.clusters["fail"] = condor.submit(
+            d,
+            desc(
+                "executable = fail\narguments = --exit-code 7\ninput = in.txt\n"
+                "output = fail.out\nerror = fail.err\nlog = fail.log"
+            ),
+            "fail.sub",
+        )
+        r.clusters["rm"] = condor.submit(
+            d,
+            desc(
+                "executable = worker\narguments = --cpu_time 40\ninput = in.txt\n"
+                "output = rm.out\nerror = rm.err\nlog = rm.log"
+            ),
+            "rm.sub",
+        )
         ids = list(r.clusters.values())
         end = time.monotonic() + DEADLINE_S
         while time.monotonic() < end:
@@ -116,8 +146,9 @@ def runs(htcondors, emulator: Emulator, other_project: Emulator, jobdirs
             if not r.removed_id and rm.get("JobStatus") == RUNNING:
                 r.removed_id = rm.get("GridJobId", "").split()[-1]
                 condor.tool("condor_rm", str(r.clusters["rm"]))
-            if len(ads) == 5 + MANY and all(a.get("__history") or a.get("JobStatus") == HELD
-                                     for a in ads.values()):
+            if len(ads) == 5 + MANY and all(
+                a.get("__history") or a.get("JobStatus") == HELD for a in ads.values()
+            ):
                 break
             time.sleep(1)
     finally:
@@ -143,8 +174,9 @@ def test_batch_boinc_outputs_come_back(need_htcondor, runs) -> None:
     assert user_log_events(r.jobdir / "upper.log").count(5) == 2
 
 
-def test_batch_boinc_job_names_its_own_project(need_htcondor, runs, emulator, other_project
-                                                ) -> None:
+def test_batch_boinc_job_names_its_own_project(
+    need_htcondor, runs, emulator, other_project
+) -> None:
     r = _need(need_htcondor, runs)
     ad = r.ads.get((r.clusters["other"], 0), {})
     assert ad.get("JobStatus") == DONE and ad.get("ExitCode") == 0, ad

@@ -40,8 +40,10 @@ class Runs:
 
 
 def _desc(url: str, body: str, n: int = 1) -> str:
-    return (f"universe = grid\ngrid_resource = boinc {url}\n"
-            f"boinc_authenticator_file = auth\n{body}\nqueue {n}\n")
+    return (
+        f"universe = grid\ngrid_resource = boinc {url}\n"
+        f"boinc_authenticator_file = auth\n{body}\nqueue {n}\n"
+    )
 
 
 @pytest.fixture(scope="module")
@@ -61,19 +63,43 @@ def runs(htcondors, emulator: Emulator, jobdirs) -> Iterator[Runs | None]:
         os.chown(d / f"p{i}", condor.uid, condor.gid)
         owned(condor, d / f"p{i}" / "in1", f"job-{i}\n")
     r = Runs(condor, d)
-    r.clusters["concat"] = condor.submit(d, _desc(emulator.url, (
-        "executable = concat\narguments = --label $(Process)\n"
-        "transfer_input_files = p$(Process)/in1, in2\n"
-        "transfer_output_files = out1, out2\n"
-        "transfer_output_remaps = \"out1 = res/first.$(Process)\"\n"
-        "output = job.$(Process).out\nerror = job.$(Process).err\nlog = concat.log"), N),
-        "concat.sub")
-    r.clusters["fail"] = condor.submit(d, _desc(emulator.url, (
-        "executable = fail\narguments = --exit-code 7\ntransfer_input_files = in\n"
-        "output = fail.out\nerror = fail.err\nlog = fail.log")), "fail.sub")
-    r.clusters["rm"] = condor.submit(d, _desc(emulator.url, (
-        "executable = worker\narguments = --cpu_time 40\ntransfer_input_files = in\n"
-        "output = rm.out\nerror = rm.err\nlog = rm.log")), "rm.sub")
+    r.clusters["concat"] = condor.submit(
+        d,
+        _desc(
+            emulator.url,
+            (
+                "executable = concat\narguments = --label $(Process)\n"
+                "transfer_input_files = p$(Process)/in1, in2\n"
+                "transfer_output_files = out1, out2\n"
+                'transfer_output_remaps = "out1 = res/first.$(Process)"\n'
+                "output = job.$(Process).out\nerror = job.$(Process).err\nlog = concat.log"
+            ),
+            N,
+        ),
+        "concat.sub",
+    )
+    r.clusters["fail"] = condor.submit(
+        d,
+        _desc(
+            emulator.url,
+            (
+                "executable = fail\narguments = --exit-code 7\ntransfer_input_files = in\n"
+                "output = fail.out\nerror = fail.err\nlog = fail.log"
+            ),
+        ),
+        "fail.sub",
+    )
+    r.clusters["rm"] = condor.submit(
+        d,
+        _desc(
+            emulator.url,
+            (
+                "executable = worker\narguments = --cpu_time 40\ntransfer_input_files = in\n"
+                "output = rm.out\nerror = rm.err\nlog = rm.log"
+            ),
+        ),
+        "rm.sub",
+    )
     end = time.monotonic() + DEADLINE_S
     removed = False
     while time.monotonic() < end:
@@ -85,9 +111,11 @@ def runs(htcondors, emulator: Emulator, jobdirs) -> Iterator[Runs | None]:
             r.removed_name = rm.get("GridJobId", "").split()[-1]
             condor.tool("condor_rm", str(r.clusters["rm"]))
             removed = True
-        concat_done = all(r.ads.get((r.clusters["concat"], i), {}).get("__history")
-                          or r.ads.get((r.clusters["concat"], i), {}).get("JobStatus") == HELD
-                          for i in range(N))
+        concat_done = all(
+            r.ads.get((r.clusters["concat"], i), {}).get("__history")
+            or r.ads.get((r.clusters["concat"], i), {}).get("JobStatus") == HELD
+            for i in range(N)
+        )
         fail_done = r.ads.get((r.clusters["fail"], 0), {}).get("JobStatus") in (HELD, DONE)
         if concat_done and fail_done and (rm.get("__history") or rm.get("JobStatus") == HELD):
             break

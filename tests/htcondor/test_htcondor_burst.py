@@ -17,8 +17,13 @@ from htcondor_kit import DONE, HELD, HTCondor
 SIZE = {"fork": 200, "slurm": 100, "pbs": 100, "lsf": 100}
 DEADLINE_S = 480.0
 # The batch systems on one version only, and 100 jobs: the CI Slurm starts about 1.5 jobs/s
-CASES = (("9.12.0", "fork"), ("25.0.13", "fork"), ("25.0.13", "slurm"), ("25.0.13", "pbs"),
-         ("25.0.13", "lsf"))
+CASES = (
+    ("9.12.0", "fork"),
+    ("25.0.13", "fork"),
+    ("25.0.13", "slurm"),
+    ("25.0.13", "pbs"),
+    ("25.0.13", "lsf"),
+)
 ERROR_REPLY = re.compile(r"GAHP\[\d+\] -> '(?:[EF]'|\d+' '(?!0')\d+')")
 
 
@@ -51,8 +56,12 @@ class Burst:
 def bursts(
     htcondors, slurm_env, pbs_env, lsf_env, jobdirs
 ) -> Iterator[dict[tuple[str, str], Burst]]:
-    up = {"fork": True, "slurm": slurm_env is not None, "pbs": pbs_env is not None,
-          "lsf": lsf_env is not None}
+    up = {
+        "fork": True,
+        "slurm": slurm_env is not None,
+        "pbs": pbs_env is not None,
+        "lsf": lsf_env is not None,
+    }
     out: dict[tuple[str, str], Burst] = {}
     start = time.monotonic()
     for version, system in CASES:
@@ -64,11 +73,15 @@ def bursts(
             except OSError:
                 offset = 0
             b = Burst(condor, system, d, offset)
-            b.cluster = condor.submit(d, (
-                f"universe = grid\ngrid_resource = batch {system}\nshould_transfer_files = NO\n"
-                "executable = /bin/echo\narguments = job-$(Process)\n"
-                "output = out.$(Process)\nerror = err.$(Process)\nlog = burst.log\n"
-                f"queue {SIZE[system]}\n"))
+            b.cluster = condor.submit(
+                d,
+                (
+                    f"universe = grid\ngrid_resource = batch {system}\nshould_transfer_files = NO\n"
+                    "executable = /bin/echo\narguments = job-$(Process)\n"
+                    "output = out.$(Process)\nerror = err.$(Process)\nlog = burst.log\n"
+                    f"queue {SIZE[system]}\n"
+                ),
+            )
             out[(version, system)] = b
     end = start + DEADLINE_S
     while out and time.monotonic() < end:

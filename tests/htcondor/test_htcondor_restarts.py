@@ -88,9 +88,14 @@ def cases(htcondors, jobdirs, emulator: Emulator) -> Iterator[dict[str, Case]]:
             switch.chmod(0o644)
             switches.append(switch)
             stop_gridmanagers(c)
-            case.clusters["nolog"] = c.submit(case.jobdir, _grid(
-                "executable = /bin/echo\narguments = logless\noutput = nolog.out\n"
-                "error = nolog.err\nlog = nolog.log\nqueue"), "nolog.sub")
+            case.clusters["nolog"] = c.submit(
+                case.jobdir,
+                _grid(
+                    "executable = /bin/echo\narguments = logless\noutput = nolog.out\n"
+                    "error = nolog.err\nlog = nolog.log\nqueue"
+                ),
+                "nolog.sub",
+            )
         _drive(out, ["nolog"])
         for switch in switches:
             switch.unlink()
@@ -101,18 +106,28 @@ def cases(htcondors, jobdirs, emulator: Emulator) -> Iterator[dict[str, Case]]:
         # ---- phase 2: the GAHP is killed while its job runs
         for version, case in out.items():
             c = case.condor
-            case.clusters["kill"] = c.submit(case.jobdir, _grid(
-                "executable = /bin/sh\narguments = \"-c 'sleep 25; echo survived; exit 4'\"\n"
-                "output = kill.out\nerror = kill.err\nlog = kill.log\nqueue"), "kill.sub")
+            case.clusters["kill"] = c.submit(
+                case.jobdir,
+                _grid(
+                    "executable = /bin/sh\narguments = \"-c 'sleep 25; echo survived; exit 4'\"\n"
+                    "output = kill.out\nerror = kill.err\nlog = kill.log\nqueue"
+                ),
+                "kill.sub",
+            )
             if version == "9.12.0":
                 owned(c, case.jobdir / "in", "boinc input\n")
                 owned(c, case.jobdir / "auth", emulator.authenticator + "\n")
-                case.clusters["boinc"] = c.submit(case.jobdir, (
-                    f"universe = grid\ngrid_resource = boinc {emulator.url}\n"
-                    "boinc_authenticator_file = auth\nexecutable = worker\n"
-                    "arguments = --cpu_time 15\ntransfer_input_files = in\n"
-                    "transfer_output_files = out\ntransfer_output_remaps = \"out = boinc.out\"\n"
-                    "log = boinc.log\nqueue\n"), "boinc.sub")
+                case.clusters["boinc"] = c.submit(
+                    case.jobdir,
+                    (
+                        f"universe = grid\ngrid_resource = boinc {emulator.url}\n"
+                        "boinc_authenticator_file = auth\nexecutable = worker\n"
+                        "arguments = --cpu_time 15\ntransfer_input_files = in\n"
+                        'transfer_output_files = out\ntransfer_output_remaps = "out = boinc.out"\n'
+                        "log = boinc.log\nqueue\n"
+                    ),
+                    "boinc.sub",
+                )
         _drive(out, ["kill", "boinc"], kill=True)
         yield out
     finally:
@@ -180,8 +195,10 @@ def test_blahpd_killed_mid_job_outcome_recovered(cases, need_htcondor, version) 
     assert ad["GridJobId"] == case.first_grid_id["kill"], "the job was submitted again"
     assert (case.jobdir / "kill.out").read_text() == "survived\n"
     blah_id = ad["GridJobId"].split()[-1]
-    pollers = {int(ln.split("GAHP[", 1)[1].split("]", 1)[0]) for ln in
-               case.condor.gahp_lines("<- 'BLAH_JOB_STATUS ", f" {blah_id}'")}
+    pollers = {
+        int(ln.split("GAHP[", 1)[1].split("]", 1)[0])
+        for ln in case.condor.gahp_lines("<- 'BLAH_JOB_STATUS ", f" {blah_id}'")
+    }
     assert pollers - {case.killed["kill"]}, "no new blahpd polled the job"
 
 

@@ -41,7 +41,7 @@ SERVERS = {
     "Condor": "condor_main",
 }
 
-RECORDER = r'''
+RECORDER = r"""
 import json, os, sys, time
 rec = {
     "pid": os.getpid(),
@@ -65,7 +65,7 @@ print("NGT-STDOUT %d" % os.getpid(), flush=True)
 print("NGT-STDERR %d" % os.getpid(), file=sys.stderr, flush=True)
 time.sleep(float(os.environ.get("NG_T_DELAY", "0")))
 os.execv(REAL, [REAL] + sys.argv[1:])
-'''
+"""
 
 
 # ---------------------------------------------------------------------- the bundle
@@ -115,10 +115,19 @@ def build_sample(ng_dir: Path, where: Path) -> Path:
     with locked(where.parent / f".{where.name}.lock"):
         if not (sample / "ng_test_client").exists():
             proc = subprocess.run(
-                ["bash", str(ng_dir / "test-kit/run-sample.sh"), "-c", "-w", str(where),
-                 sys.executable],
+                [
+                    "bash",
+                    str(ng_dir / "test-kit/run-sample.sh"),
+                    "-c",
+                    "-w",
+                    str(where),
+                    sys.executable,
+                ],
                 env={**os.environ, "NG_DIR": str(ng_dir)},
-                capture_output=True, text=True, timeout=300, check=False,
+                capture_output=True,
+                text=True,
+                timeout=300,
+                check=False,
             )
             if proc.returncode != 0:
                 raise RuntimeError(f"building the Ninf-G sample failed: {proc.stderr[-3000:]}")
@@ -131,10 +140,7 @@ def write_invoke_servers(where: Path, python: str = sys.executable) -> Path:
     for kind, main in SERVERS.items():
         path = where / f"ng_invoke_server.{kind}"
         code = f"from gahp_ninfg.cli import {main}; {main}()"
-        path.write_text(
-            "#!/bin/sh\n"
-            f"PYTHONPATH='{REPO}' exec '{python}' -c '{code}' \"$@\"\n"
-        )
+        path.write_text(f"#!/bin/sh\nPYTHONPATH='{REPO}' exec '{python}' -c '{code}' \"$@\"\n")
         path.chmod(0o755)
     return where
 
@@ -275,8 +281,10 @@ class NgClient:
         real = tap / "real"
         real.mkdir(parents=True, exist_ok=True)
         name = f"ng_invoke_server.{self.kind}"
-        for link, target in ((tap / name, self.ng_dir / "test-kit/ng-is-tap"),
-                             (real / name, self.servers / name)):
+        for link, target in (
+            (tap / name, self.ng_dir / "test-kit/ng-is-tap"),
+            (real / name, self.servers / name),
+        ):
             if not link.exists():
                 link.symlink_to(target)
         return tap / name
@@ -284,17 +292,32 @@ class NgClient:
     def config(self) -> Path:
         is_path = self._tap()
         text = [
-            "<CLIENT>", "    loglevel 4", f"    log_filePath {self.rundir}/client.log",
-            "    log_overwriteDirectory true", "</CLIENT>",
-            "<INVOKE_SERVER>", f"    type {self.kind}", f"    path {is_path}",
+            "<CLIENT>",
+            "    loglevel 4",
+            f"    log_filePath {self.rundir}/client.log",
+            "    log_overwriteDirectory true",
+            "</CLIENT>",
+            "<INVOKE_SERVER>",
+            f"    type {self.kind}",
+            f"    path {is_path}",
             f"    log_filePath {self.rundir}/is.{self.kind}.log",
-            *(f"    {line}" for line in self.invoke_lines), "</INVOKE_SERVER>",
-            "<INFORMATION_SOURCE>", "    type NRF", "    tag nrf",
-            f"    source {self.sample}/pi.localhost-client.nrf", "</INFORMATION_SOURCE>",
-            "<FUNCTION_INFO>", "    hostname localhost", "    funcname pi/pi_trial",
-            f"    path {self.executable}", "</FUNCTION_INFO>",
-            "<SERVER>", "    hostname localhost", f"    invoke_server {self.kind}",
-            *(f"    {line}" for line in self.server_lines), "</SERVER>",
+            *(f"    {line}" for line in self.invoke_lines),
+            "</INVOKE_SERVER>",
+            "<INFORMATION_SOURCE>",
+            "    type NRF",
+            "    tag nrf",
+            f"    source {self.sample}/pi.localhost-client.nrf",
+            "</INFORMATION_SOURCE>",
+            "<FUNCTION_INFO>",
+            "    hostname localhost",
+            "    funcname pi/pi_trial",
+            f"    path {self.executable}",
+            "</FUNCTION_INFO>",
+            "<SERVER>",
+            "    hostname localhost",
+            f"    invoke_server {self.kind}",
+            *(f"    {line}" for line in self.server_lines),
+            "</SERVER>",
         ]
         path = self.rundir / "client.conf"
         path.write_text("\n".join(text) + "\n")
@@ -311,8 +334,15 @@ class NgClient:
         return env
 
     def start(self, mode: str, n: int = 1, times: int = 100000, sleep_s: int = 2) -> None:
-        argv = [str(self.sample / "ng_test_client"), str(self.config()), mode, "localhost",
-                str(n), str(times), str(sleep_s)]
+        argv = [
+            str(self.sample / "ng_test_client"),
+            str(self.config()),
+            mode,
+            "localhost",
+            str(n),
+            str(times),
+            str(sleep_s),
+        ]
         env = self._environment()
         user: dict[str, Any] = {}
         if self.run_as is not None:  # the client itself (its pid) runs as that user
@@ -322,8 +352,15 @@ class NgClient:
             env.update(HOME=entry.pw_dir, USER=entry.pw_name, LOGNAME=entry.pw_name)
         with open(self.rundir / "out.txt", "w") as out, open(self.rundir / "err.txt", "w") as err:
             self.proc = subprocess.Popen(
-                argv, cwd=self.rundir, env=env, stdin=subprocess.DEVNULL,
-                stdout=out, stderr=err, text=True, start_new_session=True, **user,
+                argv,
+                cwd=self.rundir,
+                env=env,
+                stdin=subprocess.DEVNULL,
+                stdout=out,
+                stderr=err,
+                text=True,
+                start_new_session=True,
+                **user,
             )
 
     def wait(self, timeout: float = CLIENT_TIMEOUT) -> Result:
@@ -338,8 +375,14 @@ class NgClient:
             ) from None
         return self.result(rc)
 
-    def run(self, mode: str, n: int = 1, times: int = 100000, sleep_s: int = 2,
-            timeout: float = CLIENT_TIMEOUT) -> Result:
+    def run(
+        self,
+        mode: str,
+        n: int = 1,
+        times: int = 100000,
+        sleep_s: int = 2,
+        timeout: float = CLIENT_TIMEOUT,
+    ) -> Result:
         self.start(mode, n, times, sleep_s)
         return self.wait(timeout)
 
@@ -397,5 +440,3 @@ def alive(pid: int) -> bool:
     except (OSError, IndexError):
         return False
     return state not in ("Z", "X")
-
-

@@ -47,8 +47,11 @@ def jobs_gone(backend: Backend, result: Result, timeout: float = 45.0) -> None:
     records = result.records()
     assert records, "the executable never started"
     for record in records:
-        wait_for(lambda r=record: backend.job_gone(r), timeout,
-                   f"{backend.kind} job {backend.job_of(record)} removed")
+        wait_for(
+            lambda r=record: backend.job_gone(r),
+            timeout,
+            f"{backend.kind} job {backend.job_of(record)} removed",
+        )
 
 
 def clean_run(result: Result) -> None:
@@ -85,7 +88,7 @@ def arguments_arrive(attrs: list[tuple[bytes, bytes]], record: dict) -> None:
     sent = [v for k, v in attrs if k == b"argument"]
     argv = [a.encode("latin-1") for a in record["argv"]]
     assert sent and argv[: len(sent)] == sent
-    extra = argv[len(sent):]
+    extra = argv[len(sent) :]
     assert len(extra) == 1 and extra[0].startswith(b"--authNumberFile="), extra
 
 

@@ -15,8 +15,9 @@ CMD = [sys.executable, "-m", "gahp_boinc.emulator"]
 
 
 def start(*args: str) -> tuple[subprocess.Popen[str], str, str]:
-    proc = subprocess.Popen([*CMD, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True)
+    proc = subprocess.Popen(
+        [*CMD, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
     assert proc.stdout is not None
     url_line = proc.stdout.readline().split()
     auth_line = proc.stdout.readline().split()
@@ -26,8 +27,18 @@ def start(*args: str) -> tuple[subprocess.Popen[str], str, str]:
 
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
 def test_cli_serves_and_stops_cleanly(tmp_path: Path, sig: signal.Signals) -> None:
-    proc, url, auth = start("--state-dir", str(tmp_path), "--port", "0", "--job-delay", "0",
-                            "--fault", "http503,rpc=ping", "--add-user", "guest:nosubmit")
+    proc, url, auth = start(
+        "--state-dir",
+        str(tmp_path),
+        "--port",
+        "0",
+        "--job-delay",
+        "0",
+        "--fault",
+        "http503,rpc=ping",
+        "--add-user",
+        "guest:nosubmit",
+    )
     try:
         assert url.startswith("http://127.0.0.1:") and url.endswith("/boinctest/")
         assert len(auth) == 32
@@ -38,8 +49,14 @@ def test_cli_serves_and_stops_cleanly(tmp_path: Path, sig: signal.Signals) -> No
         assert r.status_code == 503  # the --fault
         r = httpx.post(url + "submit_rpc_handler.php", files={"request": (None, "<ping/>")})
         assert r.content == expected("ping")[1]
-        r = httpx.post(url + "submit_rpc_handler.php", data={
-            "request": f"<query_batches><authenticator>{user[2]}</authenticator></query_batches>"})
+        r = httpx.post(
+            url + "submit_rpc_handler.php",
+            data={
+                "request": (
+                    f"<query_batches><authenticator>{user[2]}</authenticator></query_batches>"
+                )
+            },
+        )
         assert "no file access" in r.text  # what BOINC 8.3 says to a non-submitter
     finally:
         proc.send_signal(sig)
@@ -62,10 +79,19 @@ def test_cli_refuses_remote_bind() -> None:
 
 def test_apps_module_runs_a_job(tmp_path: Path) -> None:
     (tmp_path / "in").write_bytes(b"abc")
-    r = subprocess.run([sys.executable, "-m", "gahp_boinc.emulator.apps", "uppercase"],
-                       cwd=tmp_path, capture_output=True, text=True, timeout=20)
+    r = subprocess.run(
+        [sys.executable, "-m", "gahp_boinc.emulator.apps", "uppercase"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=20,
+    )
     assert r.returncode == 0
     assert (tmp_path / "out").read_bytes() == b"ABC"
-    r = subprocess.run([sys.executable, "-m", "gahp_boinc.emulator.apps", "fail",
-                        "--exit-code", "5"], cwd=tmp_path, capture_output=True, timeout=20)
+    r = subprocess.run(
+        [sys.executable, "-m", "gahp_boinc.emulator.apps", "fail", "--exit-code", "5"],
+        cwd=tmp_path,
+        capture_output=True,
+        timeout=20,
+    )
     assert r.returncode == 5

@@ -27,8 +27,10 @@ def test_http500_only_for_the_named_rpc(server: EmulatorServer, boinc: Boinc) ->
         r = boinc.call("create_batch", "<app_name>worker</app_name>\n")
         assert r.status_code == 500
     assert batches(boinc) == 0  # not executed
-    assert b"<batch_id>1</batch_id>" in boinc.call(
-        "create_batch", "<app_name>worker</app_name>\n").content
+    assert (
+        b"<batch_id>1</batch_id>"
+        in boinc.call("create_batch", "<app_name>worker</app_name>\n").content
+    )
     assert server.faults.fired == {"http500": 2}
 
 

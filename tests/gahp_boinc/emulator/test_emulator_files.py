@@ -10,8 +10,9 @@ from gahp_boinc.emulator import EmulatorServer
 def test_twenty_files_per_request(boinc: Boinc) -> None:
     files = [(phys_name(b"f%d" % i), b"f%d" % i) for i in range(21)]
     r = boinc.upload(files)
-    assert "<error_msg># of uploaded files (20) doesn't agree with request (21)</error_msg>" \
-        in r.text
+    assert (
+        "<error_msg># of uploaded files (20) doesn't agree with request (21)</error_msg>" in r.text
+    )
     assert b"<success/>" in boinc.upload(files[:20]).content
     absent = boinc.query_files([n for n, _ in files]).text
     assert absent.count("<file>") == 1 and "<file>20</file>" in absent
@@ -28,8 +29,12 @@ def test_immutability_and_names(server: EmulatorServer, boinc: Boinc) -> None:
     r = boinc.upload([("x.txt", b"1"), ("y.txt", b"2")])
     assert "(2) doesn't agree" not in r.text and b"<success/>" in r.content
     # parts are paired with names by order: file_1 missing -> count mismatch
-    r = boinc.call("upload_files", "<phys_name>p.txt</phys_name>\n<phys_name>q.txt</phys_name>\n",
-                   endpoint="job_file.php", files={"file_0": ("p", b"p")})
+    r = boinc.call(
+        "upload_files",
+        "<phys_name>p.txt</phys_name>\n<phys_name>q.txt</phys_name>\n",
+        endpoint="job_file.php",
+        files={"file_0": ("p", b"p")},
+    )
     assert "# of uploaded files (1) doesn't agree with request (2)" in r.text
 
 
@@ -37,9 +42,10 @@ def test_size_limits(make_server) -> None:
     srv = make_server(max_file_size=1000, max_post_size=5000)
     b = Boinc(srv)
     assert b"<success/>" in b.upload([("ok.bin", b"x" * 1000)]).content
-    assert ("<error_msg>in0.txt upload failed because: The uploaded file exceeds "
-            "upload_max_filesize of php.ini.</error_msg>") in b.upload(
-                [("big.bin", b"x" * 1001)]).text
+    assert (
+        "<error_msg>in0.txt upload failed because: The uploaded file exceeds "
+        "upload_max_filesize of php.ini.</error_msg>"
+    ) in b.upload([("big.bin", b"x" * 1001)]).text
     r = b.upload([("huge.bin", b"x" * 6000)])
     assert "<error_msg>can't parse request message: </error_msg>" in r.text
     assert b.rpc("<ping/>").status_code == 200  # connection still usable

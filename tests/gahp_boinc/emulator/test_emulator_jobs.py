@@ -27,8 +27,9 @@ def test_uppercase_and_fail_jobs(server: EmulatorServer, boinc: Boinc) -> None:
     r = boinc.call("query_completed_job", "<job_name>bad</job_name>\n")
     assert (r.status_code, r.content) == expected("query_completed_job_failed_http500")
     assert boinc.output("bad").content == b"ERROR: no canonical result for wu bad"
-    details = boinc.call("query_batch", "<batch_name>f</batch_name>\n"
-                         "<get_job_details>1</get_job_details>\n").text
+    details = boinc.call(
+        "query_batch", "<batch_name>f</batch_name>\n<get_job_details>1</get_job_details>\n"
+    ).text
     assert "   <error>too_many_total_results</error>\n" in details
     assert "            <exit_status>7</exit_status>\n" in details
     assert "<status>error</status>" in details
@@ -59,7 +60,8 @@ def test_stderr_is_html_escaped_in_cdata(server: EmulatorServer, boinc: Boinc) -
     assert m.group(1) == (
         "\n&lt;core_client_version&gt;7.20.5&lt;/core_client_version&gt;\n&lt;![CDATA[\n"
         "&lt;stderr_txt&gt;\nuppercase: 1 bytes; args: --repeat 1 &lt;a&amp;b&gt;\n"
-        "\n&lt;/stderr_txt&gt;\n]]&gt;\n")
+        "\n&lt;/stderr_txt&gt;\n]]&gt;\n"
+    )
 
 
 def test_two_inputs_two_outputs_and_zip(server: EmulatorServer, boinc: Boinc) -> None:
@@ -69,9 +71,11 @@ def test_two_inputs_two_outputs_and_zip(server: EmulatorServer, boinc: Boinc) ->
     assert boinc.output("cat", 0).content == b"one two"
     assert boinc.output("cat", 1).content == b"twoone "
     # as BOINC 8.3: no range check, download headers for a directory, then nothing
-    with boinc.http.stream("GET", boinc.url + "get_output.php", params={
-            "cmd": "workunit_file", "auth_str": boinc.auth, "wu_name": "cat",
-            "file_num": 2}) as r:
+    with boinc.http.stream(
+        "GET",
+        boinc.url + "get_output.php",
+        params={"cmd": "workunit_file", "auth_str": boinc.auth, "wu_name": "cat", "file_num": 2},
+    ) as r:
         assert r.headers["content-disposition"] == "attachment; filename=d9"
         assert r.headers["content-length"] == "4096"
         with pytest.raises(httpx.RemoteProtocolError):
@@ -91,19 +95,31 @@ def test_get_output_variants(server: EmulatorServer, boinc: Boinc) -> None:
     assert server.wait_idle(20)
     get = boinc.http.get
     sig = hashlib.md5((boinc.auth + "cat_0").encode()).hexdigest()
-    r = get(boinc.url + "get_output.php", params={
-        "cmd": "result_file", "auth_str": sig, "result_name": "cat_0", "file_num": 1})
+    r = get(
+        boinc.url + "get_output.php",
+        params={"cmd": "result_file", "auth_str": sig, "result_name": "cat_0", "file_num": 1},
+    )
     assert r.content == b"ba"
-    r = get(boinc.url + "get_output.php", params={
-        "cmd": "result_file", "auth_str": boinc.auth, "result_name": "cat_0", "file_num": 1})
+    r = get(
+        boinc.url + "get_output.php",
+        params={
+            "cmd": "result_file",
+            "auth_str": boinc.auth,
+            "result_name": "cat_0",
+            "file_num": 1,
+        },
+    )
     assert r.text == "ERROR: bad authenticator"
     assert boinc.output("nope").text == "ERROR: no workunit nope"
-    r = get(boinc.url + "get_output2.php", params={
-        "cmd": "file", "result_id": 1, "file_num": 0, "auth": boinc.auth})
+    r = get(
+        boinc.url + "get_output2.php",
+        params={"cmd": "file", "result_id": 1, "file_num": 0, "auth": boinc.auth},
+    )
     assert r.content == b"ab"
     assert r.headers["content-disposition"] == "attachment; filename=cat_0__out1"
-    r = get(boinc.url + "get_output2.php", params={"cmd": "workunit", "wu_id": 1,
-                                                   "auth": boinc.auth})
+    r = get(
+        boinc.url + "get_output2.php", params={"cmd": "workunit", "wu_id": 1, "auth": boinc.auth}
+    )
     with zipfile.ZipFile(io.BytesIO(r.content)) as z:
         assert z.read("cat_0__out2") == b"ba"
 
@@ -111,8 +127,10 @@ def test_get_output_variants(server: EmulatorServer, boinc: Boinc) -> None:
 def test_quorum_two_runs_two_instances(make_server) -> None:
     srv = make_server(quorum=2)
     b = Boinc(srv)
-    assert "<min_quorum>2</min_quorum>" in b.call(
-        "get_templates", "<app_name>uppercase</app_name>\n").text
+    assert (
+        "<min_quorum>2</min_quorum>"
+        in b.call("get_templates", "<app_name>uppercase</app_name>\n").text
+    )
     b.run_batch("q", "uppercase", [("j", "", [b"quorum"])])
     assert srv.wait_idle(20)
     assert b.statuses("q") == {"j": "DONE"}
@@ -124,8 +142,7 @@ def test_quorum_two_runs_two_instances(make_server) -> None:
     b.close()
 
 
-def test_pause_keeps_jobs_unsent_and_abort_before_run(server: EmulatorServer,
-                                                      boinc: Boinc) -> None:
+def test_pause_keeps_jobs_unsent_and_abort_before_run(server: EmulatorServer, boinc: Boinc) -> None:
     server.pause_volunteer()
     boinc.run_batch("p", "uppercase", [("a", "", [b"1"]), ("b", "", [b"2"])])
     time.sleep(0.3)
@@ -177,8 +194,10 @@ def test_an_expired_batch_is_kept_unless_asked(server: EmulatorServer, boinc: Bo
     """As a stock project: a past expire_time changes nothing (no expire_batches cron)."""
     server.pause_volunteer()
     boinc.run_batch("k", "uppercase", [("k1", "", [b"1"])])
-    r = boinc.call("set_expire_time", "<batch_name>k</batch_name>\n"
-                   f"<expire_time>{time.time() - 1:.6f}</expire_time>\n")
+    r = boinc.call(
+        "set_expire_time",
+        f"<batch_name>k</batch_name>\n<expire_time>{time.time() - 1:.6f}</expire_time>\n",
+    )
     assert b"<success>1</success>" in r.content
     time.sleep(1.5)  # a sweep (every second) would have cancelled it by now if enabled
     assert boinc.statuses("k") == {"k1": "UNSENT"}
@@ -191,8 +210,10 @@ def test_expired_batch_is_aborted_and_retired(make_server) -> None:
     try:
         server.pause_volunteer()
         boinc.run_batch("e", "uppercase", [("a", "", [b"1"])])
-        r = boinc.call("set_expire_time", "<batch_name>e</batch_name>\n"
-                       f"<expire_time>{time.time() - 1:.6f}</expire_time>\n")
+        r = boinc.call(
+            "set_expire_time",
+            f"<batch_name>e</batch_name>\n<expire_time>{time.time() - 1:.6f}</expire_time>\n",
+        )
         assert b"<success>1</success>" in r.content
         assert server.wait_idle(5)
         assert boinc.statuses("e") == {"a": "ERROR"}
@@ -243,4 +264,9 @@ def test_restart_keeps_everything(make_server, tmp_path) -> None:
 
 def test_split_command_line() -> None:
     assert split_command_line("--a 1  'two words' x'y z' ''") == [
-        "--a", "1", "two words", "xy z", ""]
+        "--a",
+        "1",
+        "two words",
+        "xy z",
+        "",
+    ]

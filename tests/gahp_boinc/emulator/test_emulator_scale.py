@@ -11,9 +11,12 @@ def submit_many(boinc: Boinc, batch: str, njobs: int, src: str) -> None:
     jobs = "".join(
         f"<job><name>{batch}_{i}</name><command_line>--n {i}</command_line><input_file>"
         f"<mode>local_staged</mode><source>{src}</source></input_file></job>\n"
-        for i in range(njobs))
-    r = boinc.call("submit_batch", f"<batch><batch_id>{bid}</batch_id><app_name>uppercase"
-                   f"</app_name>{jobs}</batch>")
+        for i in range(njobs)
+    )
+    r = boinc.call(
+        "submit_batch",
+        f"<batch><batch_id>{bid}</batch_id><app_name>uppercase</app_name>{jobs}</batch>",
+    )
     assert f"<batch_id>{bid}</batch_id>" in r.text, r.text[:500]
 
 
