@@ -234,3 +234,31 @@ def client_killed(make_client: MakeClient, backend: Backend) -> None:
     server_gone(result)
     jobs_gone(backend, result)
     nothing_left(client)
+
+
+class CommonCases:
+    """The cases every batch invoke server passes, written once: a test module subclasses it
+    as ``TestCommon`` beside its own ``backend`` fixture (one system or several)."""
+
+    def test_sync_call(self, make_client: MakeClient, backend: Backend) -> None:
+        sync_call(make_client, backend)
+
+    def test_many_handles_and_destruct_latency(
+        self, make_client: MakeClient, backend: Backend
+    ) -> None:
+        destructs_follow_polling(many_handles(make_client, backend), polling=1.0)
+
+    def test_array_handle(self, make_client: MakeClient, backend: Backend) -> None:
+        array_handle(make_client, backend)
+
+    def test_destruct_mid_call(self, make_client: MakeClient, backend: Backend) -> None:
+        destruct_mid_call(make_client, backend)
+
+    def test_start_timeout(self, make_client: MakeClient, backend: Backend) -> None:
+        start_timeout(make_client, backend)
+
+    def test_missing_executable(self, make_client: MakeClient, backend: Backend) -> None:
+        missing_executable(make_client, backend)
+
+    def test_client_killed(self, make_client: MakeClient, backend: Backend) -> None:
+        client_killed(make_client, backend)

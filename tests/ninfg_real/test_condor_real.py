@@ -26,33 +26,8 @@ def backend(batch_env) -> Backend:
     return backend_for("Condor", batch_env)
 
 
-def test_sync_call(make_client, backend):
-    scenarios.sync_call(make_client, backend)
-
-
-def test_many_handles_and_destruct_latency(make_client, backend):
-    times = scenarios.many_handles(make_client, backend)
-    scenarios.destructs_follow_polling(times, polling=1.0)
-
-
-def test_array_handle(make_client, backend):
-    scenarios.array_handle(make_client, backend)
-
-
-def test_destruct_mid_call(make_client, backend):
-    scenarios.destruct_mid_call(make_client, backend)
-
-
-def test_start_timeout(make_client, backend):
-    scenarios.start_timeout(make_client, backend)
-
-
-def test_missing_executable(make_client, backend):
-    scenarios.missing_executable(make_client, backend)
-
-
-def test_client_killed(make_client, backend):
-    scenarios.client_killed(make_client, backend)
+class TestCommon(scenarios.CommonCases):
+    pass
 
 
 def test_count_is_one_cluster_named_by_its_id_with_the_condor_options(make_client, backend):
