@@ -190,14 +190,16 @@ def batch_env(slurm_env, sge_env, pbs_env, lsf_env, htcondor_pool_env):
     return need
 
 
-# -- running in parallel (pytest-xdist, `-n 2 --dist loadgroup` in pyproject.toml) --------------
-# Most of the suite's time is spent waiting for real services, so two workers run it. A worker
+# -- running in parallel (pytest-xdist, `-n 3 --dist loadgroup` in pyproject.toml) --------------
+# Most of the suite's time is spent waiting for real services, so three workers run it (more
+# than the two cores of CI: they wait, they seldom compute; the suite passes beside a CPU hog,
+# and so it does beside itself). A worker
 # takes a whole group: each module is a group of its own (its module fixtures run once), except
 # the HTCondor modules, which share the personal HTCondors (and reconfigure them, and kill their
 # GAHPs) and form one group (HTCondor-CE's, on a CE of their own, another), and the real BOINC
 # server's, whose fault tests stop Apache and MariaDB under it. The batch systems are shared
 # through a file lock (see BatchLock): a module that uses them holds it shared while its tests
-# run, so both workers use them at once, and the outage tests (marked ``batch_outage``: they
+# run, so the workers use them at once, and the outage tests (marked ``batch_outage``: they
 # stop slurmctld, sge_qmaster, pbs_server, mbatchd) hold it exclusive. The lock is per user and
 # per machine, so concurrent runs of the suite by one user (several checkouts) never see each
 # other's outages either.
