@@ -4,10 +4,14 @@ replication fields), target host; and allocation priority (a priority BOINC comp
 
 from __future__ import annotations
 
+import contextlib
+import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 from gahp_boinc import Job, JobOptions, JobParams, SyncBoincClient
+from gahp_core import GahpClient
 
 TEMPLATE = """<input_template>
     <file_info>
@@ -98,58 +102,65 @@ def test_priorities_templates_and_targets_reach_the_workunits(real_boinc, tmp_pa
 
 def test_blahpd_submit_ad_priority_and_target_reach_the_workunit(real_boinc, tmp_path: Path):
     """+BoincPriority, +BoincTargetHost (and +BoincTargetUser) of a BLAH submit ad."""
-    import sys
-
-    from test_blahpd_real import ad
-
-    from gahp_core.testing import GahpClient
-
     host = real_boinc.sql("SELECT id FROM host ORDER BY id DESC LIMIT 1")
     host_id = int(host[0]["id"]) if host else 0
-    conf = real_boinc.blahpd_config(tmp_path)
-    (tmp_path / "in.txt").write_text("blah options\n")
-    blah = GahpClient([sys.executable, "-m", "gahp_blah", "--config", str(conf)])
-    try:
-        res = blah.call(
-            "BLAH_JOB_SUBMIT",
-            ad(
-                Cmd=f"{tmp_path}/{real_boinc.app}",
-                Iwd=str(tmp_path),
-                gridtype="boinc",
-                Arguments="--cpu_time 1",
-                In="in.txt",
-                BoincPriority=7,
-                BoincTargetHost=host_id,
-            ),
-            timeout=300,
-        )
+    with _blahpd(real_boinc, tmp_path, "blah options\n") as submit:
+        res = submit(Arguments="--cpu_time 1", BoincPriority=7, BoincTargetHost=host_id)
         assert res[0] == "0", res
-        bad = blah.call(
-            "BLAH_JOB_SUBMIT",
-            ad(
-                Cmd=f"{tmp_path}/{real_boinc.app}",
-                Iwd=str(tmp_path),
-                gridtype="boinc",
-                In="in.txt",
-                BoincPriority="high",
-            ),
-            timeout=60,
-        )
+        bad = submit(BoincPriority="high")
         assert bad[0] != "0" and "BoincPriority" in bad[1], bad
-        job = res[2].rsplit("/", 1)[-1]
-        deadline = time.monotonic() + 60
-        while not (rows := real_boinc.sql(f"SELECT id, priority FROM workunit WHERE name='{job}'")):
-            assert time.monotonic() < deadline, "the job never reached the server"
-            time.sleep(1)
+        rows = _workunit(real_boinc, res[2], "id, priority")
         assert rows[0]["priority"] == "7", rows
         if host_id:
             assigned = real_boinc.sql(
                 f"SELECT target_id FROM assignment WHERE workunitid={rows[0]['id']}"
             )
             assert assigned and assigned[0]["target_id"] == str(host_id), assigned
-        assert blah.call("BLAH_JOB_CANCEL", res[2], timeout=120)[0] == "0"
+        assert submit.blah.call("BLAH_JOB_CANCEL", res[2], timeout=120)[0] == "0"
+
+
+class _Submitter:
+    """``BLAH_JOB_SUBMIT`` of the project's app reading ``in.txt``, with more attributes."""
+
+    def __init__(self, blah: GahpClient, real_boinc, tmp_path: Path) -> None:
+        self.blah, self.real_boinc, self.tmp_path = blah, real_boinc, tmp_path
+
+    def __call__(self, **attributes: object) -> list[str]:
+        from test_blahpd_real import ad
+
+        return self.blah.call(
+            "BLAH_JOB_SUBMIT",
+            ad(
+                Cmd=f"{self.tmp_path}/{self.real_boinc.app}",
+                Iwd=str(self.tmp_path),
+                gridtype="boinc",
+                In="in.txt",
+                **attributes,
+            ),
+            timeout=300,
+        )
+
+
+@contextlib.contextmanager
+def _blahpd(real_boinc, tmp_path: Path, text: str) -> Iterator[_Submitter]:
+    """blahpd with its boinc driver on the real project (input ``in.txt`` holds ``text``)."""
+    conf = real_boinc.blahpd_config(tmp_path)
+    (tmp_path / "in.txt").write_text(text)
+    blah = GahpClient([sys.executable, "-m", "gahp_blah", "--config", str(conf)])
+    try:
+        yield _Submitter(blah, real_boinc, tmp_path)
     finally:
         blah.close()
+
+
+def _workunit(real_boinc, blah_id: str, columns: str) -> list[dict[str, str]]:
+    """``columns`` of the workunit of a BLAH job id, once the job has reached the server."""
+    job = blah_id.rsplit("/", 1)[-1]
+    deadline = time.monotonic() + 60
+    while not (rows := real_boinc.sql(f"SELECT {columns} FROM workunit WHERE name='{job}'")):
+        assert time.monotonic() < deadline, "the job never reached the server"
+        time.sleep(1)
+    return rows
 
 
 REPLICATION = (
@@ -202,42 +213,20 @@ def test_replication_options_without_a_template_reach_the_workunit(real_boinc, t
 def test_blahpd_replication_attributes_reach_the_workunit(real_boinc, tmp_path: Path):
     """+BoincMinQuorum, +BoincTargetNresults, +BoincMaxErrorResults, +BoincMaxTotalResults,
     +BoincMaxSuccessResults of a BLAH submit ad, read back from the project's database."""
-    import sys
-
-    from test_blahpd_real import ad
-
-    from gahp_core.testing import GahpClient
-
-    conf = real_boinc.blahpd_config(tmp_path)
-    (tmp_path / "in.txt").write_text("blah replication\n")
-    blah = GahpClient([sys.executable, "-m", "gahp_blah", "--config", str(conf)])
-    try:
-        res = blah.call(
-            "BLAH_JOB_SUBMIT",
-            ad(
-                Cmd=f"{tmp_path}/{real_boinc.app}",
-                Iwd=str(tmp_path),
-                gridtype="boinc",
-                Arguments="--cpu_time 1",
-                In="in.txt",
-                BoincMinQuorum=1,
-                BoincTargetNresults=2,
-                BoincMaxErrorResults=3,
-                BoincMaxTotalResults=7,
-                BoincMaxSuccessResults=4,
-            ),
-            timeout=300,
+    with _blahpd(real_boinc, tmp_path, "blah replication\n") as submit:
+        res = submit(
+            Arguments="--cpu_time 1",
+            BoincMinQuorum=1,
+            BoincTargetNresults=2,
+            BoincMaxErrorResults=3,
+            BoincMaxTotalResults=7,
+            BoincMaxSuccessResults=4,
         )
         assert res[0] == "0", res
+        _workunit(real_boinc, res[2], "id")
         job = res[2].rsplit("/", 1)[-1]
-        deadline = time.monotonic() + 60
-        while not real_boinc.sql(f"SELECT id FROM workunit WHERE name='{job}'"):
-            assert time.monotonic() < deadline, "the job never reached the server"
-            time.sleep(1)
         assert _replication_of(real_boinc, job) == ("1", "2", "3", "7", "4")
-        assert blah.call("BLAH_JOB_CANCEL", res[2], timeout=120)[0] == "0"
-    finally:
-        blah.close()
+        assert submit.blah.call("BLAH_JOB_CANCEL", res[2], timeout=120)[0] == "0"
 
 
 def test_batches_are_addressed_by_id_where_names_repeat(real_boinc, tmp_path: Path):
@@ -279,7 +268,6 @@ def test_boinc_gahp_submit_options_reach_the_workunit(real_boinc, tmp_path: Path
     gridmanager does not send): the batch priority and replication of every job."""
     import sys
 
-    from gahp_core.testing import GahpClient
 
     tag = f"gx{int(time.time() * 1000) % 10**9}"
     (tmp_path / "in.txt").write_text(f"gahp options {tag}\n")

@@ -95,12 +95,7 @@ def test_failed_job_is_completed_with_an_exit_code(blah, setup):
 def test_cancel_and_refused_hold(blah, setup, emulator):
     conf, work = setup
     emulator.pause_volunteer()
-    res = blah.c.call(
-        "BLAH_JOB_SUBMIT",
-        ad(Cmd="uppercase", Iwd=str(work), In="in.txt", gridtype="boinc"),
-        timeout=60,
-    )
-    jobid = res[2]
+    jobid = _uppercase(blah, work)[2]
     hold = blah.c.call("BLAH_JOB_HOLD", jobid)
     assert hold[0] != "0" and "cannot be held" in hold[1]
     assert blah.c.call("BLAH_JOB_CANCEL", jobid, timeout=60) == ["0", "No error"]
@@ -169,20 +164,14 @@ def test_replication_attributes_set_the_jobs_quorum_and_survive_a_restart(blah, 
     input template: the emulator runs as many instances; a bad combination is refused."""
     conf, work = setup
     emulator.pause_volunteer()
-    res = blah.c.call(
-        "BLAH_JOB_SUBMIT",
-        ad(
-            Cmd="uppercase",
-            Iwd=str(work),
-            In="in.txt",
-            gridtype="boinc",
-            BoincMinQuorum=2,
-            BoincTargetNresults=2,
-            BoincMaxErrorResults=3,
-            BoincMaxTotalResults=5,
-            BoincMaxSuccessResults=4,
-        ),
-        timeout=60,
+    res = _uppercase(
+        blah,
+        work,
+        BoincMinQuorum=2,
+        BoincTargetNresults=2,
+        BoincMaxErrorResults=3,
+        BoincMaxTotalResults=5,
+        BoincMaxSuccessResults=4,
     )
     assert res[0] == "0", res
     blah.restart()  # queued in blahpd's records when it died: the options are kept
@@ -194,17 +183,15 @@ def test_replication_attributes_set_the_jobs_quorum_and_survive_a_restart(blah, 
     row = store.one("SELECT id, min_quorum, target_nresults FROM workunit WHERE name=?", job)
     assert row is not None and (row["min_quorum"], row["target_nresults"]) == (2, 2)
     assert len(store.all("SELECT id FROM result WHERE workunit_id=?", row["id"])) == 2
-    bad = blah.c.call(
-        "BLAH_JOB_SUBMIT",
-        ad(
-            Cmd="uppercase",
-            Iwd=str(work),
-            In="in.txt",
-            gridtype="boinc",
-            BoincMaxSuccessResults=6,
-            BoincMaxTotalResults=5,
-        ),
-        timeout=60,
-    )
+    bad = _uppercase(blah, work, BoincMaxSuccessResults=6, BoincMaxTotalResults=5)
     assert bad[0] != "0" and "BoincMaxSuccessResults" in bad[1], bad
     assert "BoincMaxTotalResults" in bad[1], bad
+
+
+def _uppercase(blah: Blah, work, **attributes: object) -> list[str]:
+    """``BLAH_JOB_SUBMIT`` of the emulator's ``uppercase`` app on ``work/in.txt``."""
+    return blah.c.call(
+        "BLAH_JOB_SUBMIT",
+        ad(Cmd="uppercase", Iwd=str(work), In="in.txt", gridtype="boinc", **attributes),
+        timeout=60,
+    )
