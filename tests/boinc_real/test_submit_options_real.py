@@ -268,7 +268,6 @@ def test_boinc_gahp_submit_options_reach_the_workunit(real_boinc, tmp_path: Path
     gridmanager does not send): the batch priority and replication of every job."""
     import sys
 
-
     tag = f"gx{int(time.time() * 1000) % 10**9}"
     (tmp_path / "in.txt").write_text(f"gahp options {tag}\n")
     gahp = GahpClient([sys.executable, "-m", "gahp_boinc"])
